@@ -1,0 +1,66 @@
+"""The root of orinkit's exception tree and the exit codes its commands end with.
+
+Every package area (server, repo, convert, client, jetson, systemd) has one base class deriving from
+:class:`OrinkitError` and specific subclasses below it. A command-line tool exits with the ``exit_code`` of the
+error that ended it, so scripts can tell a missing dependency from bad input from a busy port:
+
+====  ===========================================================
+code  meaning
+====  ===========================================================
+1     any other orinkit error
+2     wrong command-line usage (click's own code)
+3     something that must be installed is missing
+4     bad input: a path, file or option value that cannot be used
+5     a resource is busy (a port already in use)
+6     a server failed to start, become ready, or keep running
+====  ===========================================================
+"""
+
+from __future__ import annotations
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_MISSING = 3
+EXIT_BAD_INPUT = 4
+EXIT_BUSY = 5
+EXIT_SERVER = 6
+
+
+class OrinkitError(Exception):
+    """Base of every error orinkit raises on purpose.
+
+    ``message`` says what went wrong, ``hint`` how to fix it; ``str()`` gives both on one line.
+    """
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}; {self.hint}" if self.hint else self.message
+
+
+class MissingExtraError(OrinkitError, ImportError):
+    """An optional dependency is not installed; the message names the extra (or JetPack package) to install."""
+
+    exit_code = EXIT_MISSING
+
+    def __init__(self, module: str, *, hint: str) -> None:
+        super().__init__(f"the Python package '{module}' is not installed", hint=hint)
+        self.module = module
+
+
+class BrokenDependencyError(OrinkitError, ImportError):
+    """An optional dependency is installed but fails to import (a missing shared library, a version clash)."""
+
+    exit_code = EXIT_MISSING
+
+    def __init__(self, module: str, cause: BaseException) -> None:
+        super().__init__(
+            f"the Python package '{module}' is installed but fails to import: {cause}",
+            hint=f"reinstall '{module}' or fix the library it names",
+        )
+        self.module = module

@@ -1,0 +1,152 @@
+"""The tritonserver command line and environment: the one source for ``edge-serve run``, the tests' fixture and
+the systemd unit's ExecStart."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orinkit.server.backends import backend_directory
+from orinkit.server.errors import InvalidServerOptionError, RepositoryNotFoundError
+from orinkit.server.locate import TritonInstall
+
+CONTROL_MODES = ("none", "poll", "explicit")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerOptions:
+    """What a tritonserver is started with. Every field has the default a device needs; none is dropped silently:
+    an option that cannot work raises :class:`InvalidServerOptionError` when the object is made."""
+
+    repository: Path
+    address: str = "127.0.0.1"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    model_control_mode: str = "none"
+    load_models: tuple[str, ...] = ()
+    exit_timeout_s: int = 30
+    log_verbose: int = 0
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "repository", Path(self.repository).expanduser().resolve())
+        object.__setattr__(self, "load_models", tuple(self.load_models))
+        object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        ports = {"http_port": self.http_port, "grpc_port": self.grpc_port, "metrics_port": self.metrics_port}
+        for name, port in ports.items():
+            if not isinstance(port, int) or not 1 <= port <= 65535:
+                raise InvalidServerOptionError(f"{name} {port!r} is not a port", hint="use a number from 1 to 65535")
+        if len(set(ports.values())) != len(ports):
+            raise InvalidServerOptionError(
+                f"HTTP, gRPC and metrics ports must differ (got {self.http_port}, {self.grpc_port}, "
+                f"{self.metrics_port})",
+                hint="give each its own port",
+            )
+        if self.model_control_mode not in CONTROL_MODES:
+            raise InvalidServerOptionError(
+                f"model control mode '{self.model_control_mode}' is unknown",
+                hint=f"use one of {', '.join(CONTROL_MODES)}",
+            )
+        if self.load_models and self.model_control_mode != "explicit":
+            raise InvalidServerOptionError(
+                "models to load are only honoured with model control mode 'explicit'",
+                hint="add --model-control-mode explicit, or drop --load-model to load every model",
+            )
+        if self.exit_timeout_s < 0:
+            raise InvalidServerOptionError(f"exit timeout {self.exit_timeout_s} is negative", hint="use 0 or more")
+
+    def check_repository(self) -> None:
+        if not self.repository.is_dir():
+            raise RepositoryNotFoundError(
+                f"model repository '{self.repository}' does not exist or is not a folder",
+                hint="pass --repository with the folder that holds one subfolder per model",
+            )
+
+
+@dataclass(frozen=True)
+class ServerCommand:
+    """A ready-to-run tritonserver: ``argv`` plus the folders to prepend to ``PATH``/``LD_LIBRARY_PATH``."""
+
+    argv: tuple[str, ...]
+    options: ServerOptions
+    install: TritonInstall
+    backend_directory: Path
+    prepend_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        for name, folders in self.prepend_env.items():
+            env[name] = os.pathsep.join([*folders, *filter(None, [env.get(name)])])
+        return env
+
+    def shell_line(self) -> str:
+        return shlex.join(self.argv)
+
+    @property
+    def _host(self) -> str:
+        address = self.options.address
+        if address in ("0.0.0.0", "::"):
+            return "127.0.0.1"
+        return f"[{address}]" if ":" in address else address
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self._host}:{self.options.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"{self._host}:{self.options.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self._host}:{self.options.metrics_port}/metrics"
+
+
+def build_command(
+    install: TritonInstall,
+    options: ServerOptions,
+    *,
+    python_prefix: str | os.PathLike[str] | None = None,
+    python_version: str | None = None,
+) -> ServerCommand:
+    """The command line that starts ``install`` with ``options``.
+
+    ``python_prefix`` is the environment (a venv) whose packages the Python-backend models import; it defaults
+    to the running interpreter's. The stub finds that environment through the ``python3`` first on ``PATH``.
+    """
+    backends = backend_directory(install, python_version=python_version)
+    o = options
+    argv = [
+        str(install.binary),
+        f"--model-repository={o.repository}",
+        f"--backend-directory={backends}",
+        f"--http-address={o.address}",
+        f"--http-port={o.http_port}",
+        f"--grpc-address={o.address}",
+        f"--grpc-port={o.grpc_port}",
+        # --metrics-address exists from Triton 2.34; without it metrics listen on 0.0.0.0.
+        f"--metrics-address={o.address}",
+        f"--metrics-port={o.metrics_port}",
+        f"--model-control-mode={o.model_control_mode}",
+        *(f"--load-model={name}" for name in o.load_models),
+        f"--exit-timeout-secs={o.exit_timeout_s}",
+        f"--log-verbose={o.log_verbose}",
+        *o.extra_args,
+    ]
+    prefix = Path(python_prefix) if python_prefix is not None else Path(sys.prefix)
+    prepend = {
+        "LD_LIBRARY_PATH": tuple(str(p) for p in install.library_dirs),
+        "PATH": (str(prefix / "bin"),),
+    }
+    return ServerCommand(
+        argv=tuple(argv),
+        options=options,
+        install=install,
+        backend_directory=backends,
+        prepend_env={k: v for k, v in prepend.items() if v},
+    )

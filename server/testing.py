@@ -1,0 +1,79 @@
+"""A pytest plugin that starts real tritonservers for tests: ``pytest -p orinkit.server.testing`` or
+``pytest_plugins = ["orinkit.server.testing"]`` in a conftest.
+
+Fixtures (session-scoped, one server per repository and options, on free ports):
+
+* ``triton_server_factory(repository, **server_options) -> TritonProcess``
+
+When a test that used a server fails, the end of each server's log is added to the failure report.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from orinkit.server.command import ServerOptions, build_command
+from orinkit.server.errors import PortInUseError
+from orinkit.server.locate import locate_tritonserver
+from orinkit.server.ports import free_ports
+from orinkit.server.process import TritonProcess
+
+_SERVER_FIXTURES = "_orinkit_servers"
+_LOG_LINES = 60
+
+
+def start_on_free_ports(repository: Path, log_path: Path, *, attempts: int = 3, **options) -> TritonProcess:
+    """Start a server for ``repository`` on ports nobody uses, retrying if another process takes one first."""
+    install = locate_tritonserver()
+    for attempt in range(1, attempts + 1):
+        http, grpc, metrics = free_ports(3)
+        command = build_command(
+            install,
+            ServerOptions(repository=repository, http_port=http, grpc_port=grpc, metrics_port=metrics, **options),
+        )
+        process = TritonProcess(command, log=log_path)
+        try:
+            return process.start(ready_timeout_s=float(os.environ.get("ORINKIT_TEST_READY_TIMEOUT", "180")))
+        except PortInUseError:
+            if attempt == attempts:
+                raise
+
+
+@pytest.fixture(scope="session")
+def _orinkit_servers():
+    servers: dict[tuple, TritonProcess] = {}
+    yield servers
+    for process in servers.values():
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def triton_server_factory(_orinkit_servers, tmp_path_factory):
+    """Start (once per session and per repository/options) a real tritonserver; returns its TritonProcess."""
+
+    def start(repository: str | os.PathLike[str], **options) -> TritonProcess:
+        key = (str(Path(repository).resolve()), tuple(sorted(options.items())))
+        process = _orinkit_servers.get(key)
+        if process is None or process.returncode is not None:
+            log_path = tmp_path_factory.mktemp("tritonserver") / "server.log"
+            process = start_on_free_ports(Path(repository), log_path, **options)
+            _orinkit_servers[key] = process
+        return process
+
+    return start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    servers = getattr(item, "funcargs", {}).get(_SERVER_FIXTURES) or {}
+    for process in servers.values():
+        tail = process.log_tail(_LOG_LINES)
+        title = f"tritonserver log (last {_LOG_LINES} lines, {process.command.options.repository})"
+        report.sections.append((title, tail or "(empty)"))

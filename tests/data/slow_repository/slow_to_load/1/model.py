@@ -1,0 +1,9 @@
+import time
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        time.sleep(60)
+
+    def execute(self, requests):
+        return []
