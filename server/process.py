@@ -29,6 +29,12 @@ from orinkit.server.ports import port_is_free
 
 _PORT_IN_USE = re.compile(r"(?:Socket|address) '?([\w.:\[\]-]+:(\d+))'? (?:is )?already in use", re.I)
 _STOP_GRACE_S = 10.0
+# Triton's error lines: "E1122 01:52:02.065261 7090 file.cc:724] \"message\"".
+_ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s+"?(.*?)"?\s*$')
+# Error lines a server without a GPU always prints; they never explain a failure.
+_NOISE = ("CudaDriverHelper", "NVML", "DCGM", "chttp2_server")
+# Triton logs multi-line messages (tracebacks) with escaped newlines; the first line is the reason.
+_ESCAPED_NEWLINE = "\\n"
 
 
 def live_group_members(pgid: int) -> list[int]:
@@ -173,9 +179,12 @@ class TritonProcess:
                 port=int(match.group(2)),
                 hint="stop what listens there or choose another port",
             )
-        errors = [line.strip() for line in tail.splitlines() if line[:1] == "E" and line[1:5].isdigit()]
-        if errors:
-            message = f"{message}: {errors[0]}"
+        errors = [m.group(1) for m in map(_ERROR_LINE.match, tail.splitlines()) if m]
+        causes = [e for e in errors if not any(noise in e for noise in _NOISE)]
+        # A model that failed to load is named on its "failed to load" line; prefer that one.
+        causes.sort(key=lambda e: not e.startswith("failed to load"))
+        if causes:
+            message = f"{message}: {causes[0].split(_ESCAPED_NEWLINE)[0]}"
         return ServerStartError(
             message, log_tail=tail, hint=hint or "the server log above says which model or option failed"
         )

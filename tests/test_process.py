@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import time
@@ -49,10 +50,20 @@ def test_a_model_that_fails_to_load_names_its_error_and_leaves_nothing(tmp_path)
     server = TritonProcess(_command(DATA / "broken_repository"), log=tmp_path / "log")
     with pytest.raises(ServerStartError) as info:
         server.start()
-    assert "exited with code" in str(info.value)
+    assert "exited with code 1 while starting: failed to load 'crashes_on_load'" in str(info.value)
     assert "weights file is corrupt" in info.value.log_tail
     assert info.value.exit_code == 6
     assert live_group_members(server.pid) == []
+
+
+def test_an_ensemble_without_a_version_folder_is_named(tmp_path):
+    # git does not keep empty folders: an ensemble's empty "1/" is easy to lose on the way to a device.
+    repository = tmp_path / "models"
+    shutil.copytree(DATA / "repository", repository)
+    shutil.rmtree(repository / "add_sub_twice" / "1")
+    with pytest.raises(ServerStartError) as info:
+        TritonProcess(_command(repository), log=tmp_path / "log").start()
+    assert "failed to load model 'add_sub_twice': at least one version must be available" in str(info.value)
 
 
 def test_not_ready_in_time_gives_up_and_stops_everything(tmp_path):
