@@ -4,6 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Reinstall only when the distribution's definition changes.
 INSTALLED := $(VENV)/.orinkit-installed
+# Tests export real ONNX files with torch; this machine kind keeps the CPU build of 2.13.0 on disk, where a bare
+# "torch" would fetch a CUDA build of several GB.
+TORCH ?= torch==2.13.0
 
 .PHONY: demo test
 
@@ -19,5 +22,6 @@ $(PY):
 
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
-	$(PY) -m pip install --quiet --editable '.[server,test]'
+	$(PY) -m pip install --quiet '$(TORCH)'
+	$(PY) -m pip install --quiet --editable '.[server,test,torch]'
 	touch $@

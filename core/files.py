@@ -29,20 +29,41 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mode: int =
     return target
 
 
+def fsync_path(path: str | os.PathLike[str]) -> None:
+    """Flush a file's or a folder's entries to disk (a rename is durable only once its folder is synced)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if Path(path).is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(folder: str | os.PathLike[str]) -> None:
+    """fsync everything below ``folder``, deepest first, then ``folder`` itself."""
+    for path in sorted(Path(folder).rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        fsync_path(path)
+    fsync_path(folder)
+
+
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, mode: int = 0o644) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
 @contextlib.contextmanager
-def building_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary folder beside ``target``; on success it is renamed to ``target``.
+def building_directory(
+    target: str | os.PathLike[str], *, staging_parent: str | os.PathLike[str] | None = None
+) -> Iterator[Path]:
+    """Yield a temporary folder (beside ``target``, or in ``staging_parent`` on the same filesystem); on success
+    it is renamed to ``target``.
 
     If ``target`` appeared meanwhile (another process built it), the new build is discarded and the existing
     folder is kept: callers build only content that is the same whoever builds it.
     """
     final = Path(target)
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    parent = Path(staging_parent) if staging_parent is not None else final.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=parent))
     try:
         yield staging
         try:
@@ -54,3 +75,7 @@ def building_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        if staging_parent is not None:
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only when empty: another build may be using it

@@ -43,7 +43,9 @@ def test_wheel_installs_every_folder_under_the_orinkit_namespace(wheel):
 
 def test_wheel_declares_the_console_script_and_extras(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
-    assert "edge-serve = orinkit.server.cli:main" in wheel.read(entry_points).decode()
+    scripts = wheel.read(entry_points).decode()
+    assert "edge-serve = orinkit.server.cli:main" in scripts
+    assert "edge-repo = orinkit.repo.cli:main" in scripts
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
@@ -56,7 +58,7 @@ def test_importing_any_package_loads_no_heavy_optional_dependency():
     code = (
         "import sys\n"
         + "".join(f"import orinkit.{name}\n" for name in sorted(PACKAGE_DIRS))
-        + "import orinkit.server.cli\n"
+        + "import orinkit.server.cli, orinkit.repo.cli, orinkit.repo.check, orinkit.repo.deploy\n"
         + f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
     result = run_python(code)

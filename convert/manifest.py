@@ -1,0 +1,137 @@
+"""The sidecar manifest written beside every TensorRT plan (``model.plan`` → ``model.plan.manifest.json``).
+
+A plan only loads on the TensorRT version and GPU it was built for, and Triton rejects plan files with anything
+prepended, so what orinkit knows about a plan lives here: its I/O and optimisation profiles (read by
+``orinkit.repo`` to write the config) and the facts of its build (read by the stale-engine guard).
+Standard library only: it is read on the device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orinkit.core.errors import EXIT_BAD_INPUT, OrinkitError
+from orinkit.core.files import atomic_write_text
+
+FORMAT_VERSION = 1
+SUFFIX = ".manifest.json"
+
+
+class ManifestError(OrinkitError):
+    exit_code = EXIT_BAD_INPUT
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A plan I/O tensor with the engine's full shape, batch axis included; -1 marks a dynamic dimension."""
+
+    name: str
+    dtype: str  # Triton protocol name: FP32, FP16, INT32, ...
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ProfileShape:
+    min: tuple[int, ...]
+    opt: tuple[int, ...]
+    max: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EngineManifest:
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    # One dict per optimisation profile: input name → its min/opt/max shapes.
+    profiles: tuple[dict[str, ProfileShape], ...] = ()
+    precision: str = "fp32"
+    # Build facts (TensorRT version, GPU, L4T, ONNX sha256, kept-FP32 nodes, ...), filled by edge-convert.
+    build: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EngineManifest:
+        def tensors(key: str) -> tuple[TensorInfo, ...]:
+            return tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in data.get(key, ()))
+
+        profiles = tuple(
+            {name: ProfileShape(tuple(s["min"]), tuple(s["opt"]), tuple(s["max"])) for name, s in p.items()}
+            for p in data.get("profiles", ())
+        )
+        return cls(
+            inputs=tensors("inputs"),
+            outputs=tensors("outputs"),
+            profiles=profiles,
+            precision=data.get("precision", "fp32"),
+            build=dict(data.get("build", {})),
+            format_version=int(data.get("format_version", FORMAT_VERSION)),
+        )
+
+    def max_batch(self) -> int:
+        """The largest batch every profile admits for every input whose first axis is dynamic; 0 when none is."""
+        batched = [t.name for t in self.inputs if t.shape[:1] == (-1,)]
+        if not batched or not self.profiles:
+            return 0
+        return min(max(p[name].max[0] for p in self.profiles if name in p) for name in batched)
+
+
+def manifest_path(plan: str | os.PathLike[str]) -> Path:
+    plan = Path(plan)
+    return plan.with_name(plan.name + SUFFIX)
+
+
+def read_manifest(plan: str | os.PathLike[str]) -> EngineManifest:
+    path = manifest_path(plan)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{plan} has no manifest ({path.name})",
+            hint="build plans with edge-convert, which writes it, or describe the plan on the device",
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ManifestError(f"{path} cannot be read: {exc}", hint="rebuild the plan with edge-convert") from exc
+    if not isinstance(data, dict) or int(data.get("format_version", 0)) > FORMAT_VERSION:
+        raise ManifestError(f"{path} is not a manifest this orinkit reads", hint="upgrade orinkit")
+    try:
+        return EngineManifest.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ManifestError(f"{path} is malformed: {exc}", hint="rebuild the plan with edge-convert") from exc
+
+
+def write_manifest(plan: str | os.PathLike[str], manifest: EngineManifest) -> Path:
+    return atomic_write_text(manifest_path(plan), manifest.to_json())
+
+
+def describe_engine(plan: str | os.PathLike[str]) -> EngineManifest:
+    """Read I/O and profiles from the plan itself, on a device with TensorRT (8.5 or newer: tensor-name API)."""
+    from orinkit.core.optional import require
+
+    trt = require("tensorrt")
+    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+    engine = runtime.deserialize_cuda_engine(Path(plan).read_bytes())
+    if engine is None:
+        raise ManifestError(
+            f"{plan} does not load with TensorRT {trt.__version__} on this GPU",
+            hint="plans are tied to the TensorRT version and GPU that built them: rebuild it here with edge-convert",
+        )
+    from orinkit.repo.dtypes import from_tensorrt
+
+    inputs, outputs = [], []
+    for index in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(index)
+        info = TensorInfo(name, from_tensorrt(str(engine.get_tensor_dtype(name))).triton,
+                          tuple(engine.get_tensor_shape(name)))
+        (inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(info)
+    profiles = tuple(
+        {t.name: ProfileShape(*(tuple(s) for s in engine.get_tensor_profile_shape(t.name, p))) for t in inputs}
+        for p in range(engine.num_optimization_profiles)
+    )
+    return EngineManifest(inputs=tuple(inputs), outputs=tuple(outputs), profiles=profiles,
+                          build={"tensorrt_version": trt.__version__})

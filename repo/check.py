@@ -1,0 +1,320 @@
+"""``edge-repo check``: what tritonserver would refuse, found without a server.
+
+Each :class:`Finding` names its severity, model, file, the problem and the fix. Codes are stable (tests and
+scripts match on them).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tritonclient.grpc import model_config_pb2 as mc
+
+from orinkit.convert.manifest import ManifestError, read_manifest
+from orinkit.repo.artifacts import manifest_full_shapes, onnx_full_shapes
+from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
+from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
+from orinkit.repo.errors import EnsembleError, RepoError
+from orinkit.repo.layout import model_dirs, version_folders
+from orinkit.repo.pbtxt import CONFIG_NAME, read_config
+from orinkit.repo.signature import dims_compatible
+
+ROLLED_BACK_PREFIX = "rolled-back-"
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # "error": the server would refuse or misbehave; "warning": likely a mistake
+    code: str
+    model: str
+    file: str  # relative to the repository
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.severity:7} {self.model}: {self.file}: {self.problem} (fix: {self.fix})"
+
+
+class _Report:
+    def __init__(self, repository: Path) -> None:
+        self.repository = repository
+        self.findings: list[Finding] = []
+
+    def add(self, severity: str, code: str, model: str, path: Path, problem: str, fix: str) -> None:
+        try:
+            file = str(path.relative_to(self.repository))
+        except ValueError:
+            file = str(path)
+        self.findings.append(Finding(severity, code, model, file, problem, fix))
+
+    def error(self, *args) -> None:
+        self.add("error", *args)
+
+    def warning(self, *args) -> None:
+        self.add("warning", *args)
+
+
+def check_repository(
+    repository: str | os.PathLike[str],
+    *,
+    backend_directory: str | os.PathLike[str] | None = None,
+    python: str | None = None,
+) -> list[Finding]:
+    """Every finding for ``repository``. ``backend_directory``: check each model's backend is there.
+    ``python``: check that Python models' imports resolve for that interpreter (the stub's)."""
+    repository = Path(repository)
+    report = _Report(repository)
+    if not repository.is_dir():
+        report.error("no-repository", "-", repository, "the repository folder does not exist", "create it or fix the path")
+        return report.findings
+    configs: dict[str, mc.ModelConfig] = {}
+    unreadable: set[str] = set()
+    for folder in model_dirs(repository):
+        config = _check_config(report, folder)
+        if config is not None:
+            configs[folder.name] = config
+        else:
+            unreadable.add(folder.name)
+    for name, config in configs.items():
+        folder = repository / name
+        _check_versions(report, folder, config)
+        runtime = runtime_of(config)
+        if config.platform == "ensemble":
+            # A step whose own config is broken is reported there; judging the flow without it would only echo.
+            if not {s.model_name for s in config.ensemble_scheduling.step} & unreadable:
+                _check_ensemble(report, folder, config, configs)
+            continue
+        if runtime is None:
+            report.error("unknown-runtime", name, folder / CONFIG_NAME, "the config names no platform or backend "
+                         "orinkit knows", "set backend (python, onnxruntime, tensorrt, pytorch) or platform")
+            continue
+        _check_model_files(report, folder, config, runtime)
+        if backend_directory is not None and not (Path(backend_directory) / runtime.backend).is_dir():
+            report.error("backend-missing", name, folder / CONFIG_NAME,
+                         f"the backend '{runtime.backend}' is not in {backend_directory}",
+                         "install that backend, or place the model with a runtime the server has")
+        if python is not None and runtime.backend == "python":
+            _check_python_imports(report, folder, config, python)
+    return report.findings
+
+
+def _check_config(report: _Report, folder: Path) -> mc.ModelConfig | None:
+    path = folder / CONFIG_NAME
+    if not path.is_file():
+        report.error("config-missing", folder.name, path, "no config.pbtxt",
+                     "write one (edge-repo add derives it from the model file)")
+        return None
+    try:
+        config = read_config(path)
+    except RepoError as exc:
+        report.error("config-invalid", folder.name, path, exc.message, exc.hint or "fix the config")
+        return None
+    if config.name and config.name != folder.name:
+        report.error("name-mismatch", folder.name, path, f"the config names the model '{config.name}'",
+                     f"set name: \"{folder.name}\" or rename the folder")
+    return config
+
+
+def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> None:
+    versions = version_folders(folder)
+    if not versions:
+        what = "an ensemble needs an (empty) version folder too" if config.platform == "ensemble" else "Triton loads none"
+        report.error("no-version", folder.name, folder, f"no numeric version folder: {what}",
+                     f"create {folder.name}/1/" + ("" if config.platform == "ensemble" else " with the model file"))
+    for path in folder.iterdir():
+        if path.is_dir() and not path.name.isdigit() and not path.name.startswith((".", ROLLED_BACK_PREFIX)):
+            report.warning("non-numeric-version", folder.name, path, f"folder '{path.name}' is not a number, so "
+                           "Triton ignores it", "rename it to a version number, or move it out of the model folder")
+    if config.version_policy.HasField("specific"):
+        missing = [v for v in config.version_policy.specific.versions if v not in versions]
+        if missing:
+            report.error("policy-version-missing", folder.name, folder / CONFIG_NAME,
+                         f"version_policy names versions {missing} that have no folder",
+                         "create those folders or fix the policy")
+
+
+def _check_model_files(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime) -> None:
+    for number, version in sorted(version_folders(folder).items()):
+        _check_version(report, folder, config, runtime, version, label=f"version {number}")
+
+
+def _check_version(report, folder, config, runtime, version: Path, *, label: str) -> None:
+    default = config.default_model_filename or runtime.model_file
+    required = [default] + (["model.onnx"] if runtime is Runtime.PYTHON_ONNXRUNTIME else [])
+    missing = [name for name in required if not (version / name).exists()]
+    if missing:
+        report.error("model-file-missing", folder.name, version, f"{label} lacks {', '.join(missing)}",
+                     f"put the model there as {missing[0]}" + (" (OneFlow: a folder)" if runtime is
+                                                                Runtime.ONEFLOW else ""))
+        return
+    _check_io(report, folder, config, runtime, version)
+
+
+def check_version_folder(model_dir: Path, version: Path) -> list[Finding]:
+    """Findings for one version folder (staged or placed) against the model's config."""
+    report = _Report(model_dir.parent)
+    config = read_config(model_dir / CONFIG_NAME)
+    runtime = runtime_of(config)
+    if runtime is None:
+        report.error("unknown-runtime", model_dir.name, model_dir / CONFIG_NAME, "the config names no platform or "
+                     "backend orinkit knows", "set backend or platform")
+    else:
+        _check_version(report, model_dir, config, runtime, version, label="the new version")
+    return report.findings
+
+
+def _full_shapes(report, folder, runtime, version):
+    """The artifact's (inputs, outputs) with full shapes, or None where the artifact cannot tell."""
+    try:
+        if runtime in (Runtime.ONNXRUNTIME, Runtime.PYTHON_ONNXRUNTIME):
+            return onnx_full_shapes(version / "model.onnx"), version / "model.onnx", None
+        if runtime is Runtime.TENSORRT_PLAN:
+            manifest = read_manifest(version / "model.plan")
+            return manifest_full_shapes(manifest), version / "model.plan", manifest.max_batch()
+    except ManifestError as exc:
+        report.warning("no-manifest", folder.name, version / "model.plan", exc.message,
+                       "rebuild it with edge-convert, or run check on the device")
+    except RepoError as exc:
+        report.error("artifact-unreadable", folder.name, version, exc.message, exc.hint or "replace the file")
+    return None
+
+
+def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime, version: Path) -> None:
+    name = folder.name
+    if runtime is Runtime.PYTORCH:
+        for kind, tensors in (("input", config.input), ("output", config.output)):
+            for index, tensor in enumerate(tensors):
+                if not tensor.name.endswith(f"__{index}"):
+                    report.error("torchscript-naming", name, folder / CONFIG_NAME,
+                                 f"{kind} '{tensor.name}' does not follow the <name>__<index> naming the PyTorch "
+                                 "backend binds by", f"name it {kind}__{index}")
+        return
+    found = _full_shapes(report, folder, runtime, version)
+    if found is None:
+        return
+    (inputs, outputs), artifact, profile_batch = found
+    declared = (tensor_specs(config.input), tensor_specs(config.output))
+    batched = config.max_batch_size > 0
+    if profile_batch and batched and config.max_batch_size > profile_batch:
+        report.error("batch-exceeds-profile", name, folder / CONFIG_NAME,
+                     f"max_batch_size {config.max_batch_size} exceeds the engine's profile maximum {profile_batch}",
+                     f"set max_batch_size to at most {profile_batch}, or rebuild with a larger max batch")
+    where = f"{artifact.parent.name}/{artifact.name}"
+    for kind, have, want in (("input", declared[0], inputs), ("output", declared[1], outputs)):
+        actual = {n: (d, s) for n, d, s in want}
+        for tensor in have:
+            if tensor.name not in actual:
+                report.error("io-name", name, folder / CONFIG_NAME, f"{kind} '{tensor.name}' is not in {where}",
+                             f"the model's {kind}s are {', '.join(actual) or 'none'}")
+                continue
+            real_dtype, shape = actual[tensor.name]
+            if tensor.dtype != real_dtype:
+                report.error("io-dtype", name, folder / CONFIG_NAME,
+                             f"{kind} '{tensor.name}' is {tensor.dtype} in the config but {real_dtype} in {where}",
+                             f"set data_type: TYPE_{real_dtype.replace('BYTES', 'STRING')}")
+            expected = shape[1:] if batched else shape
+            if batched and shape[:1] != (-1,):
+                report.error("batch-axis-fixed", name, folder / CONFIG_NAME,
+                             f"max_batch_size {config.max_batch_size} but {kind} '{tensor.name}' has a fixed first "
+                             f"axis {list(shape)} in {where}", "set max_batch_size: 0 and full dims, or re-export "
+                             "with a dynamic batch axis")
+            elif batched and dims_compatible(tensor.dims, shape) and not dims_compatible(tensor.dims, expected):
+                report.error("dims-include-batch", name, folder / CONFIG_NAME,
+                             f"{kind} '{tensor.name}' dims {list(tensor.dims)} include the batch axis",
+                             f"with max_batch_size > 0 write dims {list(expected)}")
+            elif not dims_compatible(tensor.dims, expected):
+                report.error("io-dims", name, folder / CONFIG_NAME,
+                             f"{kind} '{tensor.name}' has dims {list(tensor.dims)} in the config but "
+                             f"{list(expected)} in {where}", f"set dims: {list(expected)}")
+        missing = [n for n in actual if n not in {t.name for t in have}]
+        renamed = any(t.name not in actual for t in have)  # then io-name already lists the real names
+        if missing and kind == "input" and not renamed:
+            report.error("io-missing", name, folder / CONFIG_NAME, f"the config lacks {kind}s {', '.join(missing)} "
+                         f"of {where}", "declare every model input")
+
+
+def _check_ensemble(report: _Report, folder: Path, config: mc.ModelConfig, configs) -> None:
+    name = folder.name
+    spec = EnsembleSpec(
+        name=name,
+        steps=tuple(EnsembleStep(s.model_name, dict(s.input_map), dict(s.output_map), s.model_version)
+                    for s in config.ensemble_scheduling.step),
+        outputs=tuple(t.name for t in config.output),
+        max_batch_size=config.max_batch_size,
+    )
+    try:
+        derived = build_ensemble_config(spec, configs)
+    except EnsembleError as exc:
+        report.error(f"ensemble-{exc.code}", name, folder / CONFIG_NAME, exc.message, exc.hint or "fix the step")
+        return
+    declared, actual = signature_of(config), signature_of(derived)
+    for kind, have, want in (("input", declared.inputs, actual.inputs), ("output", declared.outputs, actual.outputs)):
+        for tensor in have:
+            real = next((t for t in want if t.name == tensor.name), None)
+            if real is None:
+                report.error("ensemble-io", name, folder / CONFIG_NAME,
+                             f"ensemble {kind} '{tensor.name}' is not consumed by any step" if kind == "input" else
+                             f"ensemble {kind} '{tensor.name}' is not produced", "map it in a step or remove it")
+            elif real.dtype != tensor.dtype or not dims_compatible(real.dims, tensor.dims):
+                report.error("ensemble-io", name, folder / CONFIG_NAME,
+                             f"ensemble {kind} '{tensor.name}' is {tensor.dtype} {list(tensor.dims)} but its step "
+                             f"uses {real.dtype} {list(real.dims)}", f"declare it as {real.dtype} {list(real.dims)}")
+        if kind == "input":
+            for tensor in want:
+                if declared.input(tensor.name) is None:
+                    report.error("ensemble-io", name, folder / CONFIG_NAME,
+                                 f"tensor '{tensor.name}' is consumed but neither produced nor an ensemble input",
+                                 "declare it as an ensemble input or produce it in an earlier step")
+
+
+_STUB_PROVIDED = {"triton_python_backend_utils"}
+
+
+def _imports(source: str) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module.partition(".")[0])
+    return modules - _STUB_PROVIDED
+
+
+def _check_python_imports(report: _Report, folder: Path, config: mc.ModelConfig, python: str) -> None:
+    if "EXECUTION_ENV_PATH" in config.parameters:
+        return  # the packed environment brings its own packages
+    for number, version in sorted(version_folders(folder).items()):
+        model = version / "model.py"
+        if not model.is_file():
+            continue
+        try:
+            modules = _imports(model.read_text(encoding="utf-8"))
+        except SyntaxError as exc:
+            report.error("python-syntax", folder.name, model, f"model.py does not parse: {exc}", "fix the syntax")
+            continue
+        local = {p.stem for p in version.glob("*.py")} | {p.name for p in version.iterdir() if p.is_dir()}
+        missing = _unresolvable(sorted(modules - local), python)
+        for module in missing:
+            report.error("python-import", folder.name, model,
+                         f"model.py imports '{module}', which {python} cannot import",
+                         "install it for the server's Python, or pack an environment (EXECUTION_ENV_PATH)")
+
+
+def _unresolvable(modules: list[str], python: str) -> list[str]:
+    if not modules:
+        return []
+    code = ("import importlib.util, json, sys\n"
+            "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]))")
+    result = subprocess.run([python, "-c", code, *modules], capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        return modules
+    return json.loads(result.stdout)
+
+
+def findings_json(findings: list[Finding]) -> str:
+    return json.dumps([asdict(f) for f in findings], indent=2)

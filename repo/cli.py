@@ -1,0 +1,190 @@
+"""``edge-repo``: lay out a Triton model repository, check it, deploy and roll back versions."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from orinkit.core.cli import OrinkitGroup
+from orinkit.repo.add import add_model
+from orinkit.repo.check import check_repository, findings_json
+from orinkit.repo.configs import Runtime
+from orinkit.repo.deploy import deploy_version, rollback
+from orinkit.repo.ensemble import EnsembleSpec, add_ensemble
+from orinkit.repo.errors import CheckFailedError
+from orinkit.repo.options import INSTANCE_KINDS, ModelOptions, VersionPolicy
+from orinkit.repo.server_api import RepositoryAPI
+from orinkit.repo.signature import TensorSpec
+from orinkit.repo.steps import ImagePreprocess, TopK, add_step
+
+_REPO = click.option("--repo", "repository", required=True, type=click.Path(path_type=Path),
+                     help="The model repository folder.")
+_SERVER = click.option("--server", default=None, help="gRPC URL of a server in explicit model control mode.")
+
+
+def _echo(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in text.split(","))
+
+
+@click.group(cls=OrinkitGroup)
+def main() -> None:
+    """Build, check and deploy Triton model repositories."""
+
+
+@main.command()
+@click.argument("artifact", type=click.Path(path_type=Path))
+@_REPO
+@click.option("--name", default=None, help="Model name (default: the file's stem).")
+@click.option("--runtime", type=click.Choice(["auto", *(r.value for r in Runtime)]), default="auto",
+              show_default=True, help="How the model runs; 'auto' decides ONNX by the server's backends.")
+@click.option("--version", type=int, default=1, show_default=True)
+@click.option("--max-batch-size", type=int, default=None, help="Default: 8 for a dynamic batch axis, else 0.")
+@click.option("--input", "inputs", multiple=True, help="NAME:DTYPE:DIMS (Python, OneFlow, TorchScript models).")
+@click.option("--output", "outputs", multiple=True, help="NAME:DTYPE:DIMS (Python, OneFlow, TorchScript models).")
+@click.option("--instances", type=int, default=1, show_default=True)
+@click.option("--instance-kind", type=click.Choice(INSTANCE_KINDS), default="auto", show_default=True)
+@click.option("--dynamic-batching", is_flag=True)
+@click.option("--preferred-batch-size", "preferred", type=int, multiple=True)
+@click.option("--queue-delay-us", type=int, default=0, show_default=True)
+@click.option("--version-policy", default=None, help="latest:N, all, or specific:1,2")
+@click.option("--warmup", is_flag=True, help="Warm the model up with zeros while it loads.")
+@click.option("--tensorrt-fp16", is_flag=True, help="onnxruntime_onnx on the Orin: TensorRT accelerator in FP16.")
+@click.option("--execution-env", default=None, help="Python models: packed environment (EXECUTION_ENV_PATH).")
+@click.option("--extra-file", "extra_files", multiple=True, type=click.Path(path_type=Path),
+              help="Another file for the version folder (Python models' helpers, labels).")
+def add(artifact, repository, name, runtime, version, max_batch_size, inputs, outputs, instances, instance_kind,
+        dynamic_batching, preferred, queue_delay_us, version_policy, warmup, tensorrt_fp16, execution_env,
+        extra_files) -> None:
+    """Place ARTIFACT (.plan, .onnx, .pt, .py, or a OneFlow folder) as a new model, config derived from it."""
+    options = ModelOptions(
+        max_batch_size=max_batch_size, instance_count=instances, instance_kind=instance_kind,
+        dynamic_batching=dynamic_batching, preferred_batch_sizes=preferred, max_queue_delay_us=queue_delay_us,
+        version_policy=VersionPolicy.parse(version_policy) if version_policy else None, warmup=warmup,
+        tensorrt_fp16=tensorrt_fp16, execution_env=execution_env,
+    )
+    placed = add_model(
+        repository, artifact, name=name, runtime=runtime, version=version, options=options,
+        inputs=[TensorSpec.parse(t) for t in inputs] or None, outputs=[TensorSpec.parse(t) for t in outputs] or None,
+        extra_files=extra_files,
+    )
+    click.echo(f"placed {placed.name} version {placed.version} as {placed.runtime.value} in {placed.path}")
+    if placed.note:
+        click.echo(f"runtime: {placed.note}")
+
+
+@main.group(cls=OrinkitGroup)
+def step() -> None:
+    """Add a reusable Python-backend pre/post-processing step."""
+
+
+@step.command("image-preprocess")
+@_REPO
+@click.option("--name", required=True)
+@click.option("--width", type=int, default=224, show_default=True)
+@click.option("--height", type=int, default=224, show_default=True)
+@click.option("--color-order", type=click.Choice(["RGB", "BGR"]), default="RGB", show_default=True)
+@click.option("--scale", type=float, default=1 / 255, show_default=True)
+@click.option("--mean", default="0,0,0", show_default=True)
+@click.option("--std", default="1,1,1", show_default=True)
+@click.option("--dtype", type=click.Choice(["FP32", "FP16"]), default="FP32", show_default=True)
+@click.option("--interpolation", type=click.Choice(["bilinear", "nearest", "bicubic"]), default="bilinear",
+              show_default=True)
+@click.option("--max-batch-size", type=int, default=8, show_default=True)
+def image_preprocess(repository, name, width, height, color_order, scale, mean, std, dtype, interpolation,
+                     max_batch_size) -> None:
+    """Encoded image bytes → resized, normalised CHW tensor (TENSOR) and the original size (ORIGINAL_SIZE)."""
+    spec = ImagePreprocess(width=width, height=height, color_order=color_order, scale=scale, mean=_floats(mean),
+                           std=_floats(std), dtype=dtype, interpolation=interpolation)
+    placed = add_step(repository, spec, name=name, max_batch_size=max_batch_size)
+    click.echo(f"placed step {placed.name} (image-preprocess) in {placed.path}")
+
+
+@step.command("topk")
+@_REPO
+@click.option("--name", required=True)
+@click.option("--k", type=int, default=5, show_default=True)
+@click.option("--num-classes", type=int, default=-1, show_default=True)
+@click.option("--no-softmax", is_flag=True, help="Rank raw logits instead of softmax probabilities.")
+@click.option("--labels", type=click.Path(path_type=Path), default=None, help="One label per line.")
+@click.option("--logits-dtype", type=click.Choice(["FP32", "FP16"]), default="FP32", show_default=True)
+@click.option("--max-batch-size", type=int, default=8, show_default=True)
+def topk(repository, name, k, num_classes, no_softmax, labels, logits_dtype, max_batch_size) -> None:
+    """Classification logits (LOGITS) → SCORES and CLASS_IDS of the k best classes (and LABELS)."""
+    spec = TopK(k=k, num_classes=num_classes, softmax=not no_softmax, labels=labels, logits_dtype=logits_dtype)
+    placed = add_step(repository, spec, name=name, max_batch_size=max_batch_size)
+    click.echo(f"placed step {placed.name} (topk) in {placed.path}")
+
+
+@main.command()
+@click.argument("spec", type=click.Path(path_type=Path))
+@_REPO
+def ensemble(spec, repository) -> None:
+    """Write the ensemble described by the YAML file SPEC, checked against its steps' configs."""
+    path = add_ensemble(repository, EnsembleSpec.load(spec))
+    click.echo(f"placed ensemble {path.name} in {path}")
+
+
+@main.command()
+@_REPO
+@click.option("--backend-directory", type=click.Path(path_type=Path), default=None,
+              help="Check that every model's backend is in this folder.")
+@click.option("--python", default=None, help="Check Python models' imports resolve for this interpreter.")
+@click.option("--json", "as_json", is_flag=True, help="Findings as JSON on standard output.")
+def check(repository, backend_directory, python, as_json) -> None:
+    """Find what tritonserver would refuse, without starting one. Exits 4 when there are errors."""
+    findings = check_repository(repository, backend_directory=backend_directory, python=python)
+    if as_json:
+        click.echo(findings_json(findings))
+    else:
+        for finding in findings:
+            click.echo(str(finding))
+    errors = sum(f.severity == "error" for f in findings)
+    summary = f"{errors} error(s), {len(findings) - errors} warning(s) in {repository}"
+    if errors:
+        raise CheckFailedError(summary, findings=findings, hint="fix the errors listed above")
+    _echo(summary)
+
+
+@main.command()
+@click.argument("name")
+@click.argument("artifact", type=click.Path(path_type=Path))
+@_REPO
+@_SERVER
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for READY.")
+def deploy(name, artifact, repository, server, timeout) -> None:
+    """Add ARTIFACT as the next version of NAME; with --server, load it and wait until it is READY."""
+    result = deploy_version(repository, name, artifact, server=server, timeout_s=timeout, progress=_echo)
+    click.echo(f"deployed {result.name} version {result.version}"
+               + (f"; serving {list(result.serving)}" if server else ""))
+
+
+@main.command("rollback")
+@click.argument("name")
+@_REPO
+@_SERVER
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+def rollback_command(name, repository, server, timeout) -> None:
+    """Take NAME's latest version out of service so that the previous one serves again."""
+    result = rollback(repository, name, server=server, timeout_s=timeout, progress=_echo)
+    click.echo(f"rolled {result.name} back from version {result.rolled_back} to {result.now_latest}")
+
+
+@main.command()
+@click.option("--server", required=True, help="gRPC URL of the server.")
+@click.option("--json", "as_json", is_flag=True)
+def status(server, as_json) -> None:
+    """Models, versions and their states on a running server."""
+    with RepositoryAPI(server) as api:
+        states = api.index()
+    if as_json:
+        click.echo(json.dumps([asdict(s) for s in states], indent=2))
+        return
+    for s in states:
+        click.echo(f"{s.name:24} {s.version or '-':>7}  {s.state:12} {s.reason}")

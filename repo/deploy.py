@@ -1,0 +1,166 @@
+"""Versioned deploys that never break what is serving, and rollbacks.
+
+A new version is built in a hidden folder inside the model folder (Triton ignores non-numeric folders there;
+the same filesystem makes the final rename atomic), fsynced, checked against the model's config, and only then
+renamed to its number. With a server, the model is loaded through the repository API: Triton keeps serving the
+old version until the new one is READY, then serves what the version policy says.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from orinkit.core.failpoints import reach
+from orinkit.core.files import building_directory, fsync_path
+from orinkit.repo.add import fill_version, resolve_runtime
+from orinkit.repo.check import ROLLED_BACK_PREFIX, check_version_folder
+from orinkit.repo.configs import runtime_of
+from orinkit.repo.errors import DeployError, DeployLoadError, RepoError
+from orinkit.repo.layout import version_folders
+from orinkit.repo.pbtxt import CONFIG_NAME, read_config
+from orinkit.repo.server_api import RepositoryAPI
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    name: str
+    version: int
+    path: Path
+    serving: tuple[int, ...] = ()  # READY versions after the load; empty without a server
+    load_seconds: float | None = None
+
+
+def _model_dir(repository: Path, name: str) -> Path:
+    folder = repository / name
+    if not (folder / CONFIG_NAME).is_file():
+        raise DeployError(
+            f"model '{name}' is not in {repository}",
+            hint=f"place its first version with: edge-repo add ARTIFACT --name {name} --repo {repository}",
+        )
+    return folder
+
+
+def _used_numbers(folder: Path) -> list[int]:
+    """Version numbers in use, rolled-back ones included, so a number never comes back with other content."""
+    numbers = list(version_folders(folder))
+    for path in folder.glob(f"{ROLLED_BACK_PREFIX}*"):
+        suffix = path.name[len(ROLLED_BACK_PREFIX):].split(".")[0]
+        if suffix.isdigit():
+            numbers.append(int(suffix))
+    return numbers
+
+
+def deploy_version(
+    repository: str | os.PathLike[str],
+    name: str,
+    artifact: str | os.PathLike[str],
+    *,
+    server: str | None = None,
+    timeout_s: float = 300.0,
+    progress: Progress = lambda message: None,
+) -> DeployResult:
+    """Add ``artifact`` as version N+1 of ``name``; with ``server`` (a gRPC URL), load it and wait for READY."""
+    repository, artifact = Path(repository), Path(artifact)
+    folder = _model_dir(repository, name)
+    config = read_config(folder / CONFIG_NAME)
+    runtime = runtime_of(config)
+    if runtime is None:
+        raise DeployError(f"model '{name}' has a config orinkit cannot place versions for",
+                          hint="set its backend or platform")
+    if not artifact.exists():
+        raise DeployError(f"{artifact} does not exist", hint="check the path")
+    resolve_runtime(artifact, runtime)
+    version = max(_used_numbers(folder), default=0) + 1
+    target = folder / str(version)
+
+    progress(f"staging {name} version {version} from {artifact}")
+    with building_directory(target) as staging:
+        fill_version(staging, artifact, runtime)
+        reach("deploy.staged")
+        errors = [f for f in check_version_folder(folder, staging) if f.severity == "error"]
+        if errors:
+            raise DeployError(
+                f"{artifact} does not fit model '{name}': " + "; ".join(f.problem for f in errors),
+                hint=errors[0].fix,
+            )
+    fsync_path(folder)
+    reach("deploy.renamed")
+    progress(f"placed {target}")
+    if server is None:
+        return DeployResult(name, version, target)
+
+    progress(f"loading {name} on {server} (version {version}); the serving version answers meanwhile")
+    with RepositoryAPI(server) as api:
+        try:
+            api.load(name)
+            seconds = api.wait_ready(name, version, timeout_s)
+        except RepoError as exc:
+            _withdraw(target)
+            _reload_quietly(api, name)
+            raise DeployLoadError(
+                f"version {version} of '{name}' did not load, so it was withdrawn and the serving version kept: "
+                f"{exc.message}", hint=exc.hint,
+            ) from exc
+        serving = tuple(api.versions(name))
+    progress(f"{name} version {version} READY in {seconds:.1f} s; serving {list(serving)}")
+    return DeployResult(name, version, target, serving, seconds)
+
+
+def _withdraw(version_folder: Path) -> None:
+    hidden = version_folder.with_name(f".withdrawn-{version_folder.name}")
+    os.rename(version_folder, hidden)
+    shutil.rmtree(hidden, ignore_errors=True)
+
+
+def _reload_quietly(api: RepositoryAPI, name: str) -> None:
+    try:
+        api.load(name)
+    except RepoError:
+        pass  # the old version kept serving through the failed load; this only tidies Triton's version list
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    name: str
+    rolled_back: int
+    now_latest: int
+    serving: tuple[int, ...] = ()
+
+
+def rollback(
+    repository: str | os.PathLike[str],
+    name: str,
+    *,
+    server: str | None = None,
+    timeout_s: float = 300.0,
+    progress: Progress = lambda message: None,
+) -> RollbackResult:
+    """Take the latest version out of service (kept as ``rolled-back-N``) so the previous one serves again."""
+    repository = Path(repository)
+    folder = _model_dir(repository, name)
+    config = read_config(folder / CONFIG_NAME)
+    if config.version_policy.HasField("specific"):
+        raise DeployError(f"model '{name}' serves specific versions by its config",
+                          hint="change version_policy in its config.pbtxt to choose the served version")
+    versions = sorted(version_folders(folder))
+    if len(versions) < 2:
+        raise DeployError(f"model '{name}' has {len(versions)} version(s): nothing to roll back to",
+                          hint="deploy a version first")
+    latest, previous = versions[-1], versions[-2]
+    os.rename(folder / str(latest), folder / f"{ROLLED_BACK_PREFIX}{latest}")
+    fsync_path(folder)
+    progress(f"{name}: version {latest} set aside as {ROLLED_BACK_PREFIX}{latest}; latest is now {previous}")
+    if server is None:
+        return RollbackResult(name, latest, previous)
+    with RepositoryAPI(server) as api:
+        api.load(name)
+        api.wait_ready(name, previous, timeout_s)
+        serving = tuple(api.versions(name))
+    progress(f"{name}: serving {list(serving)}")
+    return RollbackResult(name, latest, previous, serving)

@@ -1,0 +1,175 @@
+"""Triton Python-backend model: encoded images (BYTES) -> normalised NCHW tensors for a vision model.
+
+Copied into a repository as ``<version>/model.py``, so it imports nothing from orinkit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+
+import numpy as np
+from PIL import Image
+
+# Image.Resampling appeared in Pillow 9.1; older Pillows in a Triton image keep the filters on Image itself.
+_RESAMPLING = getattr(Image, "Resampling", Image)
+_FILTERS = {
+    "nearest": _RESAMPLING.NEAREST,
+    "bilinear": _RESAMPLING.BILINEAR,
+    "bicubic": _RESAMPLING.BICUBIC,
+}
+_DTYPES = {"FP32": np.float32, "FP16": np.float16}
+_DEFAULTS = {
+    "width": "224",
+    "height": "224",
+    "color_order": "RGB",
+    "scale": "0.00392156862745098",
+    "mean": "0,0,0",
+    "std": "1,1,1",
+    "dtype": "FP32",
+    "interpolation": "bilinear",
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    width: int = 224
+    height: int = 224
+    color_order: str = "RGB"  # channel order of the output; "BGR" matches what cv2.imread gives
+    scale: float = 1 / 255
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)  # per output channel, in output channel order
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    dtype: str = "FP32"
+    interpolation: str = "bilinear"
+
+
+def _positive_int(key: str, text: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(f"parameter {key!r} must be a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"parameter {key!r} must be a positive integer, got {text!r}")
+    return value
+
+
+def _finite_float(key: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"parameter {key!r} must be a number, got {text!r}") from None
+    if not np.isfinite(value):
+        raise ValueError(f"parameter {key!r} must be finite, got {text!r}")
+    return value
+
+
+def _triple(key: str, text: str) -> tuple[float, float, float]:
+    parts = text.split(",")
+    if len(parts) != 3:
+        raise ValueError(f"parameter {key!r} needs 3 comma-separated numbers (one per channel), got {text!r}")
+    a, b, c = (_finite_float(key, part) for part in parts)
+    return a, b, c
+
+
+def _choice(key: str, text: str, choices) -> str:
+    value = text.strip()
+    if value not in choices:
+        raise ValueError(f"parameter {key!r} must be one of {', '.join(sorted(choices))}; got {text!r}")
+    return value
+
+
+def options_from_parameters(parameters: dict) -> Options:
+    """Options from a model config's ``parameters`` map (``{"width": {"string_value": "640"}, ...}``).
+
+    Missing keys take their defaults; keys this model does not know are ignored, since Triton and other
+    tools put their own entries (EXECUTION_ENV_PATH, ...) in the same map.
+    """
+    text = dict(_DEFAULTS)
+    for key in _DEFAULTS:
+        if key in parameters:
+            text[key] = str(parameters[key].get("string_value", ""))
+    std = _triple("std", text["std"])
+    if 0.0 in std:
+        raise ValueError(f"parameter 'std' must not contain 0, got {text['std']!r}")
+    return Options(
+        width=_positive_int("width", text["width"]),
+        height=_positive_int("height", text["height"]),
+        color_order=_choice("color_order", text["color_order"].upper(), {"RGB", "BGR"}),
+        scale=_finite_float("scale", text["scale"]),
+        mean=_triple("mean", text["mean"]),
+        std=std,
+        dtype=_choice("dtype", text["dtype"].upper(), _DTYPES.keys()),
+        interpolation=_choice("interpolation", text["interpolation"].lower(), _FILTERS.keys()),
+    )
+
+
+def _decode(data: bytes) -> Image.Image:
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            # convert() forces the full decode here, so truncated files fail inside this try.
+            return image.convert("RGB")
+    except Image.DecompressionBombError as exc:
+        raise ValueError(f"input image is too large to decode safely: {exc}") from None
+    except Image.UnidentifiedImageError:
+        # Pillow's own message names only an anonymous BytesIO object.
+        message = f"input is not an image Pillow can decode: unrecognised format ({len(data)} bytes)"
+        raise ValueError(message) from None
+    except Exception as exc:  # Pillow signals corrupt data with many exception types
+        raise ValueError(f"input is not an image Pillow can decode: {exc}") from None
+
+
+def preprocess(data: bytes, options: Options) -> tuple[np.ndarray, tuple[int, int]]:
+    """One encoded image -> ([3, height, width] tensor, (original height, original width))."""
+    image = _decode(data)
+    original = (image.height, image.width)
+    # Pillow's bilinear/bicubic antialias when shrinking, unlike cv2.resize: models trained on cv2 input
+    # may see slightly different pixels.
+    resized = image.resize((options.width, options.height), resample=_FILTERS[options.interpolation])
+    pixels = np.asarray(resized, dtype=np.float32)
+    if options.color_order == "BGR":
+        pixels = pixels[:, :, ::-1]
+    mean = np.asarray(options.mean, dtype=np.float32)
+    std = np.asarray(options.std, dtype=np.float32)
+    normalised = (pixels * np.float32(options.scale) - mean) / std
+    chw = np.ascontiguousarray(normalised.transpose(2, 0, 1))
+    return chw.astype(_DTYPES[options.dtype], copy=False), original
+
+
+def preprocess_batch(images: np.ndarray, options: Options) -> tuple[np.ndarray, np.ndarray]:
+    """A [B, 1] object array of encoded images -> ([B, 3, height, width] tensor, [B, 2] INT32 sizes)."""
+    images = np.asarray(images, dtype=object)
+    if images.ndim != 2 or images.shape[1] != 1:
+        raise ValueError(f"IMAGE must have shape [batch, 1], got {list(images.shape)}")
+    tensor = np.empty((images.shape[0], 3, options.height, options.width), dtype=_DTYPES[options.dtype])
+    sizes = np.empty((images.shape[0], 2), dtype=np.int32)
+    for index, item in enumerate(images[:, 0]):
+        try:
+            tensor[index], sizes[index] = preprocess(bytes(item), options)
+        except (ValueError, TypeError) as exc:  # TypeError: an item that is not bytes
+            raise ValueError(f"IMAGE[{index}]: {exc}") from None
+    return tensor, sizes
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.options = options_from_parameters(config.get("parameters") or {})
+
+    def execute(self, requests):
+        import triton_python_backend_utils as pb_utils
+
+        responses = []
+        for request in requests:
+            # A bad image fails only its own request: the others in this call are still answered.
+            try:
+                image = pb_utils.get_input_tensor_by_name(request, "IMAGE")
+                if image is None:
+                    raise ValueError("request has no IMAGE input")
+                tensor, sizes = preprocess_batch(image.as_numpy(), self.options)
+                outputs = [pb_utils.Tensor("TENSOR", tensor), pb_utils.Tensor("ORIGINAL_SIZE", sizes)]
+                responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
+            except Exception as exc:
+                error = pb_utils.TritonError(f"image_preprocess: {exc}")
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
+        return responses

@@ -1,0 +1,156 @@
+"""Reusable Python-backend steps for ensembles, copied into a repository with their configs.
+
+* ``ImagePreprocess``: encoded image bytes → resized, normalised CHW tensor, plus the original size.
+* ``TopK``: classification logits → top-k scores and class ids (and labels, given a labels file).
+
+Their code is ``orinkit/repo/pymodels/<step>.py``; options reach it through the config's ``parameters``.
+The stub's Python needs numpy, and Pillow for images (``orinkit[server]`` has both; on the Orin install
+python3-pil or pack an environment with ``execution_env``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from orinkit.repo.add import PlacedModel, pymodel_source
+from orinkit.repo.configs import Runtime, build_config
+from orinkit.repo.errors import SignatureError
+from orinkit.repo.layout import check_model_name, new_model_folder
+from orinkit.repo.options import ModelOptions
+from orinkit.repo.pbtxt import CONFIG_NAME, write_config
+from orinkit.repo.signature import Signature, TensorSpec
+
+INTERPOLATIONS = ("bilinear", "nearest", "bicubic")
+
+
+def _floats(values, count: int, what: str) -> tuple[float, ...]:
+    values = tuple(float(v) for v in values)
+    if len(values) != count:
+        raise SignatureError(f"{what} needs {count} values, got {len(values)}", hint=f"give {count}, one per channel")
+    return values
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImagePreprocess:
+    """Decode (JPEG, PNG, ... via Pillow), resize, reorder channels, ``(x * scale - mean) / std``, HWC → CHW."""
+
+    width: int = 224
+    height: int = 224
+    color_order: str = "RGB"  # channel order of the output; BGR is what cv2.imread gives
+    scale: float = 1 / 255
+    mean: tuple[float, ...] = (0.0, 0.0, 0.0)
+    std: tuple[float, ...] = (1.0, 1.0, 1.0)
+    dtype: str = "FP32"
+    interpolation: str = "bilinear"
+
+    source = "image_preprocess"
+    input_name = "IMAGE"
+    output_name = "TENSOR"
+    size_name = "ORIGINAL_SIZE"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _floats(self.mean, 3, "mean"))
+        object.__setattr__(self, "std", _floats(self.std, 3, "std"))
+        if self.width < 1 or self.height < 1:
+            raise SignatureError(f"size {self.width}x{self.height} is empty", hint="give a positive width and height")
+        if self.color_order not in ("RGB", "BGR"):
+            raise SignatureError(f"color order '{self.color_order}' is unknown", hint="use RGB or BGR")
+        if 0.0 in self.std:
+            raise SignatureError("std holds a zero", hint="divide by a non-zero std per channel")
+        if self.dtype not in ("FP32", "FP16"):
+            raise SignatureError(f"dtype '{self.dtype}' is not FP32 or FP16", hint="use FP32 or FP16")
+        if self.interpolation not in INTERPOLATIONS:
+            raise SignatureError(
+                f"interpolation '{self.interpolation}' is unknown", hint=f"use one of {', '.join(INTERPOLATIONS)}"
+            )
+
+    def signature(self, max_batch_size: int) -> Signature:
+        return Signature(
+            (TensorSpec(self.input_name, "BYTES", (1,)),),
+            (TensorSpec(self.output_name, self.dtype, (3, self.height, self.width)),
+             TensorSpec(self.size_name, "INT32", (2,))),
+            max_batch_size,
+        )
+
+    def parameters(self) -> dict[str, str]:
+        return {
+            "width": str(self.width),
+            "height": str(self.height),
+            "color_order": self.color_order,
+            "scale": repr(self.scale),
+            "mean": ",".join(map(repr, self.mean)),
+            "std": ",".join(map(repr, self.std)),
+            "dtype": self.dtype,
+            "interpolation": self.interpolation,
+        }
+
+    def files(self) -> dict[str, Path]:
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopK:
+    """Softmax (optional) and the k best classes, best first; ties go to the lower class id."""
+
+    k: int = 5
+    num_classes: int = -1  # -1: any
+    softmax: bool = True
+    labels: Path | None = None  # one label per line, copied as labels.txt; adds the LABELS output
+    logits_dtype: str = "FP32"
+
+    source = "topk"
+    input_name = "LOGITS"
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise SignatureError(f"k {self.k} is below 1", hint="use k >= 1")
+        if self.num_classes != -1 and not 1 <= self.k <= self.num_classes:
+            raise SignatureError(f"k {self.k} exceeds {self.num_classes} classes", hint="lower k")
+        if self.labels is not None and not Path(self.labels).is_file():
+            raise SignatureError(f"labels file {self.labels} does not exist", hint="check the path")
+        if self.logits_dtype not in ("FP32", "FP16"):
+            raise SignatureError(f"logits dtype '{self.logits_dtype}' is not FP32 or FP16", hint="use FP32 or FP16")
+
+    def signature(self, max_batch_size: int) -> Signature:
+        outputs = [TensorSpec("SCORES", "FP32", (self.k,)), TensorSpec("CLASS_IDS", "INT32", (self.k,))]
+        if self.labels is not None:
+            outputs.append(TensorSpec("LABELS", "BYTES", (self.k,)))
+        return Signature((TensorSpec(self.input_name, self.logits_dtype, (self.num_classes,)),), tuple(outputs),
+                         max_batch_size)
+
+    def parameters(self) -> dict[str, str]:
+        return {"k": str(self.k), "softmax": "true" if self.softmax else "false"}
+
+    def files(self) -> dict[str, Path]:
+        return {"labels.txt": Path(self.labels)} if self.labels is not None else {}
+
+
+Step = ImagePreprocess | TopK
+STEPS = {"image-preprocess": ImagePreprocess, "topk": TopK}
+
+
+def add_step(
+    repository: str | os.PathLike[str],
+    step: Step,
+    *,
+    name: str,
+    max_batch_size: int = 8,
+    options: ModelOptions | None = None,
+) -> PlacedModel:
+    """Copy ``step``'s Python model into ``<repository>/<name>/1/model.py`` with a config carrying its options."""
+    repository = Path(repository)
+    options = replace(options or ModelOptions(), max_batch_size=max_batch_size)
+    config = build_config(check_model_name(name), Runtime.PYTHON, step.signature(max_batch_size), options)
+    for key, value in step.parameters().items():
+        config.parameters[key].string_value = value
+    with new_model_folder(repository, name, hint="choose another --name") as staging:
+        version = staging / "1"
+        version.mkdir()
+        (version / "model.py").write_text(pymodel_source(step.source), encoding="utf-8")
+        for filename, source in step.files().items():
+            shutil.copyfile(source, version / filename)
+        write_config(staging / CONFIG_NAME, config)
+    return PlacedModel(name, repository / name, 1, Runtime.PYTHON, config)

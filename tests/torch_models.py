@@ -1,0 +1,43 @@
+"""Small torch models exported to real ONNX files for the tests (legacy exporter: no onnxscript needed)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import torch
+
+
+class TinyClassifier(torch.nn.Module):
+    """3xHxW image → 10 logits; ``seed`` gives different weights for different model versions."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.conv = torch.nn.Conv2d(3, 4, 3, stride=2)
+        self.fc = torch.nn.Linear(4, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+class Affine(torch.nn.Module):
+    """y = x * scale + 1 over [B, 4]: outputs tell versions apart."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * self.scale + 1.0
+
+
+def export(module: torch.nn.Module, sample: torch.Tensor, path: Path, *, input_name: str = "input",
+           output_name: str = "output", dynamic_batch: bool = True) -> Path:
+    module.eval()
+    axes = {input_name: {0: "batch"}, output_name: {0: "batch"}} if dynamic_batch else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (sample,), str(path), input_names=[input_name], output_names=[output_name],
+                          dynamic_axes=axes, dynamo=False)
+    return path
