@@ -4,9 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Reinstall only when the distribution's definition changes.
 INSTALLED := $(VENV)/.orinkit-installed
-# Tests export real ONNX files with torch; this machine kind keeps the CPU build of 2.13.0 on disk, where a bare
-# "torch" would fetch a CUDA build of several GB.
-TORCH ?= torch==2.13.0
+# Tests export real ONNX files with torch and torchvision's ResNets. This machine kind keeps these two releases on
+# disk (a matching pair: PyPI's torchvision does not import beside other torch builds); pinning them avoids
+# downloading several GB.
+TORCH ?= torch==2.14.1 torchvision==0.29.1
 
 .PHONY: demo test
 
@@ -22,6 +23,6 @@ $(PY):
 
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
-	$(PY) -m pip install --quiet '$(TORCH)'
+	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet --editable '.[server,test,torch]'
 	touch $@

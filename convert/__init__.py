@@ -1,4 +1,31 @@
 """torch → ONNX → simplified ONNX → FP16 TensorRT engine, with an accuracy gate and a stale-engine guard.
 
-Filled in by the edge-convert issue.
+>>> from orinkit.convert import ConvertOptions, convert_onnx
+>>> result = convert_onnx("lane.onnx", "lane.edge", ConvertOptions(shapes={"input": (1, 3, 360, 640)}))  # doctest: +SKIP
+
+torch, tensorrt, pycuda and onnxruntime are imported only by the stages that use them.
 """
+
+from orinkit.convert.errors import (
+    AccuracyGateError,
+    ConvertError,
+    DlaError,
+    EngineBuildError,
+    Fp16GraphError,
+    InputModelError,
+    SampleDataError,
+    ShapeSpecError,
+    StaleEngineError,
+    TorchExportError,
+)
+from orinkit.convert.fp16.metrics import Tolerances
+from orinkit.convert.pipeline import ConvertOptions, ConvertResult, convert_onnx, convert_torch
+from orinkit.convert.torch_export import export_torch
+from orinkit.convert.verify import EngineVerdict, ensure_engine, verify_engine
+
+__all__ = [
+    "ConvertOptions", "ConvertResult", "convert_onnx", "convert_torch", "export_torch", "Tolerances",
+    "EngineVerdict", "verify_engine", "ensure_engine", "ConvertError", "InputModelError", "ShapeSpecError",
+    "TorchExportError", "SampleDataError", "AccuracyGateError", "Fp16GraphError", "EngineBuildError", "DlaError",
+    "StaleEngineError",
+]

@@ -126,7 +126,7 @@ def describe_engine(plan: str | os.PathLike[str]) -> EngineManifest:
     inputs, outputs = [], []
     for index in range(engine.num_io_tensors):
         name = engine.get_tensor_name(index)
-        info = TensorInfo(name, from_tensorrt(str(engine.get_tensor_dtype(name))).triton,
+        info = TensorInfo(name, from_tensorrt(engine.get_tensor_dtype(name)).triton,
                           tuple(engine.get_tensor_shape(name)))
         (inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(info)
     profiles = tuple(

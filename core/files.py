@@ -64,6 +64,10 @@ def building_directory(
     parent = Path(staging_parent) if staging_parent is not None else final.parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=parent))
+    # mkdtemp makes the folder private (0700); the finished folder gets the permissions of any new folder.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)
     try:
         yield staging
         try:

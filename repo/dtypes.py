@@ -67,8 +67,9 @@ def from_onnx(elem_type: int) -> DType:
         ) from None
 
 
-def from_tensorrt(name: str) -> DType:
-    """From a tensorrt.DataType member name (``str(trt.float16)`` gives "DataType.HALF")."""
+def from_tensorrt(value) -> DType:
+    """From a tensorrt.DataType member (its ``.name``, e.g. "HALF") or its name ("DataType.HALF" as str() gives)."""
+    name = value if isinstance(value, str) else getattr(value, "name", str(value))
     try:
         return _BY_TENSORRT[name.rpartition(".")[2]]
     except KeyError:

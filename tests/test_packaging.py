@@ -14,7 +14,7 @@ from conftest import PACKAGE_DIRS, ROOT, run_python
 
 HEAVY = ("torch", "tensorrt", "pycuda", "onnxruntime", "pytriton")
 # Code that runs on the Orin, where JetPack 6 has Python 3.10.
-DEVICE_SIDE = ("core", "server", "client", "jetson", "systemd")
+DEVICE_SIDE = ("core", "server", "client", "jetson", "systemd", "convert")
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +46,7 @@ def test_wheel_declares_the_console_script_and_extras(wheel):
     scripts = wheel.read(entry_points).decode()
     assert "edge-serve = orinkit.server.cli:main" in scripts
     assert "edge-repo = orinkit.repo.cli:main" in scripts
+    assert "edge-convert = orinkit.convert.cli:main" in scripts
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
@@ -59,6 +60,7 @@ def test_importing_any_package_loads_no_heavy_optional_dependency():
         "import sys\n"
         + "".join(f"import orinkit.{name}\n" for name in sorted(PACKAGE_DIRS))
         + "import orinkit.server.cli, orinkit.repo.cli, orinkit.repo.check, orinkit.repo.deploy\n"
+        + "import orinkit.convert.cli, orinkit.convert.trt, orinkit.convert.fp16.gate\n"
         + f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
     result = run_python(code)

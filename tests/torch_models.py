@@ -41,3 +41,37 @@ def export(module: torch.nn.Module, sample: torch.Tensor, path: Path, *, input_n
         torch.onnx.export(module, (sample,), str(path), input_names=[input_name], output_names=[output_name],
                           dynamic_axes=axes, dynamo=False)
     return path
+
+
+class TwoInTwoOut(torch.nn.Module):
+    """Two inputs, two outputs: a fused feature and a per-sample score."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.image = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.vector = torch.nn.Linear(6, 8)
+
+    def forward(self, image, vector):
+        features = torch.relu(self.image(image)).mean(dim=(2, 3)) + self.vector(vector)
+        return features, features.sum(dim=1, keepdim=True)
+
+
+class Overflows(torch.nn.Module):
+    """A large scale before a reduction: the squared activations reach ~1e6, past FP16's 65504."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.fc(x) * 400.0
+        return (h * h).mean(dim=1, keepdim=True) / 1e4 + torch.relu(self.fc(x))
+
+
+class LosesPrecision(torch.nn.Module):
+    """(x + 1000) - 1000: no overflow, but FP16's step of 0.5 near 1000 wipes out x's detail."""
+
+    def forward(self, x):
+        return (x + 1000.0) - 1000.0 + x * 0.5

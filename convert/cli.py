@@ -1,0 +1,144 @@
+"""``edge-convert``: an ONNX file (or a torch model) → FP32 ONNX, gated FP16 ONNX, and a TensorRT plan on the device."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from orinkit.convert.errors import ConvertError, ShapeSpecError
+from orinkit.convert.fp16.metrics import Tolerances
+from orinkit.convert.pipeline import ConvertOptions, ConvertResult, convert_onnx, convert_torch
+from orinkit.convert.samples import parse_ranges
+from orinkit.convert.shapes import parse_shapes
+from orinkit.core.errors import OrinkitError
+from orinkit.core.optional import require
+from orinkit.core.cli import CommandError
+
+
+def _torch_inputs(specs: tuple[str, ...]):
+    torch = require("torch")
+
+    names, tensors = [], []
+    for spec in specs:
+        match = re.fullmatch(r"(.+?):(\d+(?:x\d+)*)", spec)
+        if not match:
+            raise ShapeSpecError(f"--input '{spec}' is not NAME:DIMS", hint="write it like input:1x3x360x640")
+        names.append(match[1])
+        tensors.append(torch.rand(*(int(d) for d in match[2].split("x"))))
+    if not names:
+        raise ShapeSpecError("--torch needs at least one --input NAME:DIMS", hint="add --input input:1x3x360x640")
+    return names, tensors
+
+
+def _workspace(text: str) -> int | None:
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConvertError(f"--workspace '{text}' is not auto or a number of MiB", hint="write e.g. 2048 or auto")
+    return int(text) << 20
+
+
+def _place(result: ConvertResult, repository: Path, name: str, runtime: str, echo) -> None:
+    from orinkit.repo.add import add_model
+    from orinkit.repo.deploy import deploy_version
+
+    artifact = result.artifacts.get("plan") or result.artifacts["fp32_onnx"]
+    if (repository / name / "config.pbtxt").is_file():
+        deployed = deploy_version(repository, name, artifact, progress=echo)
+        echo(f"deployed {artifact.name} as {name} version {deployed.version} in {repository}")
+    else:
+        placed = add_model(repository, artifact, name=name, runtime=None if "plan" in result.artifacts else runtime)
+        echo(f"placed {artifact.name} as {name} ({placed.runtime.value}) in {repository}")
+        if placed.note:
+            echo(f"runtime: {placed.note}")
+
+
+@click.command()
+@click.argument("model", required=False, type=click.Path(path_type=Path))
+@click.option("--torch", "torch_factory", default=None, help="package.module:factory returning an nn.Module.")
+@click.option("--input", "torch_inputs", multiple=True, help="--torch: NAME:DIMS of each input (repeatable).")
+@click.option("--output-name", "output_names", multiple=True, help="--torch: name of each output (repeatable).")
+@click.option("--dynamic-batch", is_flag=True, help="--torch: make axis 0 of every input and output dynamic.")
+@click.option("--opset", type=int, default=None, help="--torch: ONNX opset (default 17).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Output folder (default: <model name>.edge beside the current folder).")
+@click.option("--force", is_flag=True, help="Replace an existing output folder (only once the new one is complete).")
+@click.option("--shapes", default=None, help="Static input shapes, trtexec syntax: input:1x3x360x640[,…].")
+@click.option("--min-shapes", default=None, help="Dynamic axes: smallest shapes.")
+@click.option("--opt-shapes", default=None, help="Dynamic axes: shapes to tune for (and to sample the gate at).")
+@click.option("--max-shapes", default=None, help="Dynamic axes: largest shapes.")
+@click.option("--fp16/--no-fp16", default=True, show_default=True)
+@click.option("--samples", type=int, default=8, show_default=True, help="Random inputs for the accuracy gate.")
+@click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with the gate's inputs.")
+@click.option("--input-range", default=None, help="Random input ranges: input:0,1;other:-1,1 (default 0,1).")
+@click.option("--atol", type=float, default=Tolerances.atol, show_default=True)
+@click.option("--rtol", type=float, default=Tolerances.rtol, show_default=True)
+@click.option("--min-cosine", type=float, default=Tolerances.min_cosine, show_default=True)
+@click.option("--no-simplify", is_flag=True, help="Skip onnxsim.")
+@click.option("--workspace", default="auto", show_default=True, help="TensorRT workspace in MiB, or auto.")
+@click.option("--timing-cache", type=click.Path(path_type=Path), default=None, help="Timing cache file to reuse.")
+@click.option("--dla-core", type=int, default=None, help="Build for this DLA core, with GPU fallback.")
+@click.option("--benchmark", is_flag=True, help="Time the engine (throughput, latency percentiles).")
+@click.option("--repo", "repository", type=click.Path(path_type=Path), default=None,
+              help="Also place the result in this Triton model repository.")
+@click.option("--name", default=None, help="Model name in --repo (default: the model's name).")
+@click.option("--runtime", type=click.Choice(["auto", "onnxruntime_onnx", "python-onnxruntime"]), default="auto",
+              show_default=True, help="--repo without a plan: how the ONNX model runs.")
+@click.option("--verify-engine", "verify_plan", type=click.Path(path_type=Path), default=None,
+              help="Check that this plan matches the device and TensorRT; rebuild it from MODEL when not.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (progress on stderr).")
+def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset, output, force, shapes, min_shapes,
+         opt_shapes, max_shapes, fp16, samples, data, input_range, atol, rtol, min_cosine, no_simplify, workspace,
+         timing_cache, dla_core, benchmark, repository, name, runtime, verify_plan, as_json) -> None:
+    """Convert MODEL (.onnx) or a --torch model: validate, simplify, gate FP16, and build a TensorRT plan."""
+    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    try:
+        if verify_plan is not None:
+            _verify(verify_plan, model, echo)
+            return
+        if (model is None) == (torch_factory is None):
+            raise ConvertError("give either MODEL (an .onnx file) or --torch package.module:factory",
+                               hint="edge-convert model.onnx, or edge-convert --torch pkg.mod:build --input x:1x3x224x224")
+        options = ConvertOptions(
+            shapes=parse_shapes(shapes), min_shapes=parse_shapes(min_shapes, flag="--min-shapes"),
+            opt_shapes=parse_shapes(opt_shapes, flag="--opt-shapes"),
+            max_shapes=parse_shapes(max_shapes, flag="--max-shapes"), fp16=fp16,
+            tolerances=Tolerances(atol=atol, rtol=rtol, min_cosine=min_cosine), samples=samples, data=data,
+            input_ranges=parse_ranges(input_range), simplify=not no_simplify, workspace=_workspace(workspace),
+            timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark,
+        )
+        stem = model.stem if model is not None else torch_factory.rpartition(":")[2]
+        output = output or Path(f"{stem}.edge")
+        if torch_factory is not None:
+            from orinkit.convert.torch_export import load_factory
+
+            names, tensors = _torch_inputs(torch_inputs)
+            result = convert_torch(load_factory(torch_factory), tensors, output, options, input_names=names,
+                                   output_names=list(output_names) or None, dynamic_batch=dynamic_batch,
+                                   opset=opset, force=force, progress=echo)
+        else:
+            result = convert_onnx(model, output, options, force=force, progress=echo)
+        echo(f"wrote {result.output}: " + ", ".join(p.name for p in result.artifacts.values()))
+        if repository is not None:
+            _place(result, repository, name or stem, runtime, echo)
+        if as_json:
+            click.echo(json.dumps(result.report(), indent=2))
+    except OrinkitError as exc:
+        raise CommandError(exc) from exc
+
+
+def _verify(plan: Path, onnx: Path | None, echo) -> None:
+    from orinkit.convert.verify import ensure_engine
+
+    verdict, rebuilt = ensure_engine(plan, onnx, progress=echo)
+    echo(verdict.describe())
+    if rebuilt:
+        echo(f"rebuilt {plan} from {onnx}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Errors of ``orinkit.convert``.
+
+::
+
+    ConvertError
+    ├── InputModelError        a model file that is missing, truncated, not ONNX, or invalid (exit 4)
+    ├── ShapeSpecError         a --shapes/--min-shapes/... string that is malformed or does not fit the model (exit 4)
+    ├── TorchExportError       the torch model cannot be loaded, exported, or its ONNX disagrees with torch (exit 4)
+    ├── SampleDataError        --data that does not fit the model's inputs (exit 4)
+    ├── AccuracyGateError      FP16 cannot meet the tolerances even with nodes kept in FP32 (exit 7)
+    ├── Fp16GraphError         the FP16 ONNX graph could not be made valid (exit 7)
+    ├── EngineBuildError       TensorRT failed to build the engine, after every workspace retry (exit 6)
+    │   └── DlaError           DLA asked for where there is none, or with a precision it cannot run (exit 4)
+    └── StaleEngineError       a plan does not match this device or TensorRT and cannot be rebuilt (exit 8)
+    ManifestError (orinkit.convert.manifest)  a plan's manifest that is missing or unreadable (exit 4)
+"""
+
+from __future__ import annotations
+
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_SERVER, OrinkitError
+
+EXIT_ACCURACY = 7
+EXIT_STALE = 8
+
+
+class ConvertError(OrinkitError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class InputModelError(ConvertError):
+    pass
+
+
+class ShapeSpecError(ConvertError):
+    pass
+
+
+class TorchExportError(ConvertError):
+    pass
+
+
+class SampleDataError(ConvertError):
+    pass
+
+
+class AccuracyGateError(ConvertError):
+    exit_code = EXIT_ACCURACY
+
+    def __init__(self, message: str, *, report=None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.report = report
+
+
+class Fp16GraphError(ConvertError):
+    exit_code = EXIT_ACCURACY
+
+
+class EngineBuildError(ConvertError):
+    exit_code = EXIT_SERVER
+
+
+class DlaError(EngineBuildError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class StaleEngineError(ConvertError):
+    exit_code = EXIT_STALE

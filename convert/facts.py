@@ -1,0 +1,45 @@
+"""What a TensorRT plan is tied to on this machine: TensorRT version, GPU model and compute capability, L4T."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from orinkit.jetson.release import jetpack_for, l4t_release
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    tensorrt_version: str | None
+    gpu_name: str | None
+    compute_capability: str | None
+    l4t: str | None
+    jetpack: str | None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tensorrt_version() -> str | None:
+    try:
+        import tensorrt
+    except ImportError:
+        return None
+    return str(tensorrt.__version__)
+
+
+def _gpu() -> tuple[str | None, str | None]:
+    try:
+        import pycuda.driver as cuda
+
+        cuda.init()
+        device = cuda.Device(0)
+        major, minor = device.compute_capability()
+        return str(device.name()), f"{major}.{minor}"
+    except Exception:  # no pycuda, no driver, no GPU: each raises its own type
+        return None, None
+
+
+def current_facts() -> DeviceFacts:
+    gpu, capability = _gpu()
+    l4t = l4t_release()
+    return DeviceFacts(_tensorrt_version(), gpu, capability, l4t, jetpack_for(l4t))

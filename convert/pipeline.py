@@ -1,0 +1,290 @@
+"""edge-convert as a library: ONNX (or torch) → validated, simplified FP32 ONNX → gated FP16 → TensorRT plan.
+
+Everything is built in a staging folder beside the output folder and renamed into place at the end, so an
+interrupted or failed run leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from orinkit.convert.errors import AccuracyGateError, ConvertError
+from orinkit.convert.facts import current_facts
+from orinkit.convert.fp16.convert import to_fp16
+from orinkit.convert.fp16.emulate import run
+from orinkit.convert.fp16.gate import GateReport, run_gate
+from orinkit.convert.fp16.metrics import Tolerances, compare
+from orinkit.convert.manifest import EngineManifest, ProfileShape, describe_engine, write_manifest
+from orinkit.convert.onnx_prep import PreparedModel, prepare
+from orinkit.convert.samples import load_samples, random_samples
+from orinkit.convert.shapes import InputProfile, resolve_profiles
+from orinkit.core.files import atomic_write_text, building_directory
+from orinkit.core.version import __version__
+
+Progress = Callable[[str], None]
+FP32_ONNX, FP16_ONNX, PLAN, REPORT = "model.onnx", "model.fp16.onnx", "model.plan", "report.json"
+_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 2: np.uint8, 3: np.int8,
+          9: np.bool_}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConvertOptions:
+    """Every knob of a conversion; the defaults are what ``edge-convert model.onnx`` does."""
+
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    min_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    opt_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    max_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    fp16: bool = True
+    tolerances: Tolerances = Tolerances()
+    samples: int = 8
+    data: Path | None = None
+    input_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    simplify: bool = True
+    engine: bool | None = None  # None: build where TensorRT imports
+    workspace: int | None = None  # bytes; None sizes it from free memory
+    timing_cache: Path | None = None
+    dla_core: int | None = None
+    benchmark: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.samples < 1:
+            raise ConvertError(f"--samples {self.samples} is below 1", hint="use 1 or more")
+
+
+@dataclass
+class Stage:
+    name: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass
+class ConvertResult:
+    output: Path
+    artifacts: dict[str, Path]
+    stages: list[Stage]
+    prepared: PreparedModel
+    profiles: dict[str, InputProfile]
+    gate: GateReport | None
+    keep_fp32: tuple[str, ...]
+    engine_built: bool
+    notes: list[str]
+    engine: dict | None = None
+    benchmark: dict | None = None
+
+    def report(self) -> dict:
+        return {
+            "orinkit_version": __version__,
+            "output": str(self.output),
+            "artifacts": {k: str(v) for k, v in self.artifacts.items()},
+            "stages": [asdict(s) for s in self.stages],
+            "source_sha256": self.prepared.source_sha256,
+            "simplified": self.prepared.simplified,
+            "profiles": {n: asdict(p) for n, p in self.profiles.items()},
+            "gate": _gate_dict(self.gate),
+            "keep_fp32": list(self.keep_fp32),
+            "engine_built": self.engine_built,
+            "engine": self.engine,
+            "benchmark": self.benchmark,
+            "notes": self.notes,
+        }
+
+
+def _gate_dict(gate: GateReport | None) -> dict | None:
+    if gate is None:
+        return None
+    data = asdict(gate)
+    for key in ("metrics", "first_metrics"):
+        for metric in data[key]:
+            metric["max_abs"] = metric["max_abs"] if np.isfinite(metric["max_abs"]) else "inf"
+    return data
+
+
+class _Stages:
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, []
+
+    def run(self, name: str, fn, *args, **kwargs):
+        self.progress(f"[{len(self.done) + 1}/{self.total}] {name} ...")
+        started = time.perf_counter()
+        value = fn(*args, **kwargs)
+        seconds = time.perf_counter() - started
+        self.done.append(Stage(name, round(seconds, 3)))
+        self.progress(f"[{len(self.done)}/{self.total}] {name} done in {seconds:.2f} s")
+        return value
+
+
+def tensorrt_available() -> bool:
+    import importlib
+
+    try:
+        importlib.import_module("tensorrt")
+    except ImportError:
+        return False
+    return True
+
+
+def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions):
+    initializers = {i.name for i in model.graph.initializer}
+    dtypes = {i.name: _NUMPY.get(i.type.tensor_type.elem_type, np.float32)
+              for i in model.graph.input if i.name not in initializers}
+    inputs = {name: (dtypes[name], profiles[name].opt) for name in prepared.inputs}
+    if options.data is not None:
+        return load_samples(options.data, inputs)
+    return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed)
+
+
+def convert_onnx(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    options: ConvertOptions = ConvertOptions(),
+    *,
+    force: bool = False,
+    progress: Progress = lambda message: None,
+    earlier_stages: Sequence[Stage] = (),
+) -> ConvertResult:
+    """Convert the ONNX model at ``source`` into the folder ``output`` (created whole, or not at all)."""
+    import onnx
+
+    source, output = Path(source), Path(output)
+    if output.exists() and not force:
+        raise ConvertError(f"{output} already exists", hint="pass --force to replace it, or choose another --output")
+    build = tensorrt_available() if options.engine is None else options.engine
+    stages = _Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
+                     + int(options.benchmark))
+    stages.done.extend(earlier_stages)
+    notes: list[str] = []
+    with building_directory(output) as staging:
+        def profiles_for(inputs):
+            return resolve_profiles(inputs, shapes=options.shapes, min_shapes=options.min_shapes,
+                                    opt_shapes=options.opt_shapes, max_shapes=options.max_shapes)
+
+        prepared = stages.run("validate and simplify the ONNX model", prepare, source, staging / FP32_ONNX,
+                              simplify_model=options.simplify, check_inputs=profiles_for)
+        if prepared.note:
+            notes.append(prepared.note)
+            progress(prepared.note)
+        model = onnx.load(str(prepared.path))
+        profiles = profiles_for(prepared.inputs)
+        samples = stages.run("make the gate's input samples", _sample_inputs, prepared, profiles, model, options)
+        artifacts = {"fp32_onnx": output / FP32_ONNX}
+        gate, keep = None, ()
+        if options.fp16:
+            gate = stages.run("FP16 accuracy gate (FP32 onnxruntime vs FP16 emulation)", run_gate, model, samples,
+                              options.tolerances, progress=progress)
+            for metric in gate.metrics:
+                progress(f"  {metric.describe()}")
+            if gate.keep_fp32:
+                progress(f"  kept in FP32: {', '.join(gate.keep_fp32)}")
+            fp16_model, keep = stages.run("write the FP16 ONNX graph", to_fp16, model, gate.keep_fp32,
+                                          sample=samples[0])
+            onnx.save(fp16_model, str(staging / FP16_ONNX))
+            artifacts["fp16_onnx"] = output / FP16_ONNX
+        engine_info = bench = None
+        if build:
+            engine_info, bench = _build_and_check(stages, staging, prepared, model, profiles, samples, keep,
+                                                  options, progress)
+            artifacts["plan"] = output / PLAN
+            artifacts["manifest"] = output / (PLAN + ".manifest.json")
+        else:
+            notes.append("TensorRT is not installed here: the artifacts are the FP32 and the gated FP16 ONNX; the "
+                         "engine is built on the device (run edge-convert there)")
+            progress(notes[-1])
+        result = ConvertResult(output, artifacts, stages.done, prepared, profiles, gate, keep, build, notes,
+                               engine_info, bench)
+        artifacts["report"] = output / REPORT
+        atomic_write_text(staging / REPORT, json.dumps(result.report(), indent=2) + "\n")
+        if output.exists():
+            # --force: the old folder goes only once the new one is complete.
+            old = output.with_name(f".{output.name}.replaced")
+            os.rename(output, old)
+            shutil.rmtree(old)
+    return result
+
+
+def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress):
+    from orinkit.convert.trt.builder import BuildOptions, build_engine
+    from orinkit.convert.trt.runner import TrtRunner
+
+    build_options = BuildOptions(profiles=profiles, fp16=options.fp16, keep_fp32=tuple(keep),
+                                 workspace=options.workspace, timing_cache=options.timing_cache,
+                                 dla_core=options.dla_core)
+    fp16_path = staging / FP16_ONNX if options.fp16 else None
+    built = stages.run("build the TensorRT engine", build_engine, prepared.path, build_options,
+                       fp16_onnx_path=fp16_path, progress=progress)
+    plan = staging / PLAN
+    plan.write_bytes(built.plan)
+    facts = current_facts()
+    described = describe_engine(plan)
+    manifest = EngineManifest(
+        inputs=described.inputs,
+        outputs=described.outputs,
+        profiles=({name: ProfileShape(p.min, p.opt, p.max) for name, p in profiles.items()},),
+        precision="fp16" if options.fp16 else "fp32",
+        build={**facts.as_dict(), "tensorrt_version": built.tensorrt_version, "onnx_sha256": prepared.source_sha256,
+               "keep_fp32": list(keep), "fp16_mode": built.fp16_mode, "workspace_bytes": built.workspace,
+               "dla_core": options.dla_core, "orinkit_version": __version__,
+               "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+    )
+    write_manifest(plan, manifest)
+    names = [o.name for o in model.graph.output]
+    with TrtRunner(built.plan) as runner:
+        engine_outputs = [[runner.infer(s)[n] for n in names] for s in samples]
+        metrics = compare(names, run(model, samples), engine_outputs, options.tolerances)
+        for metric in metrics:
+            progress(f"  engine {metric.describe()}")
+        if not all(m.passed for m in metrics):
+            raise AccuracyGateError(
+                "the FP16 engine misses the tolerances on this device although the emulation met them: "
+                + "; ".join(m.describe() for m in metrics if not m.passed),
+                hint="loosen --atol/--rtol, or convert with --no-fp16",
+            )
+        bench = None
+        if options.benchmark:
+            report = stages.run("benchmark the engine", runner.benchmark, samples[0])
+            progress(report.summary())
+            bench = asdict(report)
+    engine = {"tensorrt_version": built.tensorrt_version, "fp16_mode": built.fp16_mode,
+              "workspace_bytes": built.workspace, "attempts": [asdict(a) for a in built.attempts],
+              "metrics": [asdict(m) for m in metrics]}
+    return engine, bench
+
+
+def convert_torch(
+    module,
+    samples: Sequence,
+    output: str | os.PathLike[str],
+    options: ConvertOptions = ConvertOptions(),
+    *,
+    input_names: Sequence[str],
+    output_names: Sequence[str] | None = None,
+    dynamic_batch: bool = False,
+    opset: int | None = None,
+    force: bool = False,
+    progress: Progress = lambda message: None,
+) -> ConvertResult:
+    """Export ``module`` (called on the torch tensors ``samples``) to ONNX, check it, then :func:`convert_onnx`."""
+    import tempfile
+
+    from orinkit.convert.torch_export import DEFAULT_OPSET, export_torch
+
+    with tempfile.TemporaryDirectory(prefix="orinkit-export-") as work:
+        progress("[torch] export to ONNX and check it against torch on onnxruntime ...")
+        started = time.perf_counter()
+        report = export_torch(module, samples, Path(work) / "exported.onnx", input_names=input_names,
+                              output_names=output_names, dynamic_batch=dynamic_batch, opset=opset or DEFAULT_OPSET)
+        seconds = time.perf_counter() - started
+        diffs = ", ".join(f"{n} {d:.2g}" for n, d in report.max_abs_diff.items())
+        progress(f"[torch] exported in {seconds:.2f} s (max abs diff vs torch: {diffs})")
+        return convert_onnx(report.path, output, options, force=force, progress=progress,
+                            earlier_stages=[Stage("export from torch", round(seconds, 3), diffs)])

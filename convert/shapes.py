@@ -1,0 +1,109 @@
+"""Input shapes in trtexec's syntax: ``--shapes input:1x3x360x640`` for static models, ``--min-shapes``,
+``--opt-shapes`` and ``--max-shapes`` for dynamic axes (``name:AxBxC,other:DxE``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from orinkit.convert.errors import ShapeSpecError
+
+_ITEM = re.compile(r"^(?P<name>.+?):(?P<dims>\d+(?:x\d+)*)$")
+Shape = tuple[int, ...]
+
+
+def parse_shapes(text: str | None, *, flag: str = "--shapes") -> dict[str, Shape]:
+    """``"input:1x3x360x640,mask:1x360x640"`` → ``{"input": (1, 3, 360, 640), ...}``."""
+    if not text:
+        return {}
+    shapes: dict[str, Shape] = {}
+    for item in text.split(","):
+        match = _ITEM.match(item.strip())
+        if not match:
+            raise ShapeSpecError(
+                f"{flag} item '{item.strip()}' is not NAME:DIMS",
+                hint=f"write it as trtexec does, e.g. {flag} input:1x3x360x640 (positive sizes joined by x)",
+            )
+        name, dims = match["name"], tuple(int(d) for d in match["dims"].split("x"))
+        if 0 in dims:
+            raise ShapeSpecError(f"{flag} gives '{name}' a zero-sized axis {dims}", hint="use sizes of 1 or more")
+        if name in shapes:
+            raise ShapeSpecError(f"{flag} names '{name}' twice", hint="give each input once")
+        shapes[name] = dims
+    return shapes
+
+
+@dataclass(frozen=True)
+class InputProfile:
+    """min/opt/max shapes of one input (equal for a static shape)."""
+
+    min: Shape
+    opt: Shape
+    max: Shape
+
+    @property
+    def static(self) -> bool:
+        return self.min == self.opt == self.max
+
+
+def _fits(declared: Shape, shape: Shape) -> bool:
+    return len(declared) == len(shape) and all(d in (-1, s) for d, s in zip(declared, shape))
+
+
+def resolve_profiles(
+    inputs: Mapping[str, Shape],
+    *,
+    shapes: Mapping[str, Shape] | None = None,
+    min_shapes: Mapping[str, Shape] | None = None,
+    opt_shapes: Mapping[str, Shape] | None = None,
+    max_shapes: Mapping[str, Shape] | None = None,
+) -> dict[str, InputProfile]:
+    """One profile per model input (``inputs``: name → declared shape, -1 for dynamic axes).
+
+    A fully static input needs nothing; a dynamic one needs ``shapes`` or all three of min/opt/max."""
+    shapes, min_shapes = dict(shapes or {}), dict(min_shapes or {})
+    opt_shapes, max_shapes = dict(opt_shapes or {}), dict(max_shapes or {})
+    named = {**shapes, **min_shapes, **opt_shapes, **max_shapes}
+    unknown = sorted(set(named) - set(inputs))
+    if unknown:
+        raise ShapeSpecError(
+            f"shapes name {', '.join(unknown)}, which the model does not have as inputs",
+            hint=f"its inputs are {', '.join(inputs)}",
+        )
+    for name in named:
+        if name in shapes and (name in min_shapes or name in opt_shapes or name in max_shapes):
+            raise ShapeSpecError(f"'{name}' has both --shapes and --min/opt/max-shapes",
+                                 hint="use --shapes for a static shape, or the three for a range")
+    profiles: dict[str, InputProfile] = {}
+    for name, declared in inputs.items():
+        if name in shapes:
+            profile = InputProfile(shapes[name], shapes[name], shapes[name])
+        elif name in min_shapes or name in opt_shapes or name in max_shapes:
+            missing = [f for f, m in (("--min-shapes", min_shapes), ("--opt-shapes", opt_shapes),
+                                      ("--max-shapes", max_shapes)) if name not in m]
+            if missing:
+                raise ShapeSpecError(f"'{name}' lacks {', '.join(missing)}",
+                                     hint="give min, opt and max shapes together")
+            profile = InputProfile(min_shapes[name], opt_shapes[name], max_shapes[name])
+        elif -1 not in declared:
+            profile = InputProfile(declared, declared, declared)
+        else:
+            raise ShapeSpecError(
+                f"input '{name}' has dynamic axes {list(declared)} and no shape was given",
+                hint=f"pass --shapes {name}:{'x'.join(str(d if d > 0 else 1) for d in declared)} "
+                     "or --min-shapes/--opt-shapes/--max-shapes",
+            )
+        for label, shape in (("min", profile.min), ("opt", profile.opt), ("max", profile.max)):
+            if not _fits(declared, shape):
+                raise ShapeSpecError(
+                    f"{label} shape {list(shape)} of '{name}' does not fit its declared shape {list(declared)}",
+                    hint="keep the rank and the fixed axes; only -1 axes may vary",
+                )
+        if not all(a <= b <= c for a, b, c in zip(profile.min, profile.opt, profile.max)):
+            raise ShapeSpecError(
+                f"'{name}' needs min <= opt <= max on every axis, got {list(profile.min)}, {list(profile.opt)}, "
+                f"{list(profile.max)}", hint="reorder the shapes",
+            )
+        profiles[name] = profile
+    return profiles

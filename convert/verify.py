@@ -1,0 +1,101 @@
+"""The stale-engine guard: does a plan match this device and TensorRT, and rebuild it from the ONNX if not."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from orinkit.convert.errors import StaleEngineError
+from orinkit.convert.facts import DeviceFacts, current_facts
+from orinkit.convert.manifest import read_manifest
+from orinkit.convert.onnx_prep import sha256_of
+from orinkit.core.errors import MissingExtraError
+from orinkit.core.optional import INSTALL_HINTS
+
+
+@dataclass(frozen=True)
+class EngineVerdict:
+    plan: Path
+    matches: bool
+    reasons: tuple[str, ...]  # why it does not match; empty when it does
+
+    def describe(self) -> str:
+        if self.matches:
+            return f"{self.plan} matches this device and TensorRT"
+        return f"{self.plan} is stale: " + "; ".join(self.reasons)
+
+
+def verify_engine(
+    plan: str | os.PathLike[str],
+    *,
+    onnx: str | os.PathLike[str] | None = None,
+    facts: DeviceFacts | None = None,
+) -> EngineVerdict:
+    """Compare the plan's manifest with this machine's facts (and the ONNX it was built from, when given)."""
+    plan = Path(plan)
+    built = read_manifest(plan).build
+    facts = facts or current_facts()
+    if facts.tensorrt_version is None:
+        raise MissingExtraError("tensorrt", hint="verify plans on the device: " + INSTALL_HINTS["tensorrt"])
+    reasons = []
+    checks = (
+        ("TensorRT", built.get("tensorrt_version"), facts.tensorrt_version),
+        ("GPU", built.get("gpu_name"), facts.gpu_name),
+        ("compute capability", built.get("compute_capability"), facts.compute_capability),
+        ("L4T", built.get("l4t"), facts.l4t),
+    )
+    for what, then, now in checks:
+        if then != now:
+            reasons.append(f"built for {what} {then or 'unknown'}, this machine has {now or 'none'}")
+    if onnx is not None:
+        digest = sha256_of(Path(onnx))
+        if built.get("onnx_sha256") != digest:
+            reasons.append(f"built from another ONNX (sha256 {str(built.get('onnx_sha256'))[:12]}…, "
+                           f"{Path(onnx).name} is {digest[:12]}…)")
+    return EngineVerdict(plan, not reasons, tuple(reasons))
+
+
+def ensure_engine(
+    plan: str | os.PathLike[str],
+    onnx: str | os.PathLike[str] | None,
+    *,
+    facts: DeviceFacts | None = None,
+    progress=lambda message: None,
+) -> tuple[EngineVerdict, bool]:
+    """Verify ``plan``; rebuild it from ``onnx`` with the settings its manifest records when it is stale.
+    Returns the verdict before any rebuild and whether a rebuild happened."""
+    plan = Path(plan)
+    verdict = verify_engine(plan, onnx=onnx, facts=facts)
+    if verdict.matches:
+        return verdict, False
+    if onnx is None:
+        raise StaleEngineError(verdict.describe(), hint="pass --onnx with the model it was built from to rebuild it")
+    progress(verdict.describe() + "; rebuilding it from " + str(onnx))
+    rebuild_plan(plan, Path(onnx), progress=progress)
+    return verdict, True
+
+
+def rebuild_plan(plan: Path, onnx: Path, *, progress=lambda message: None) -> None:
+    """Build ``onnx`` again with the recorded profiles, precision and FP32 nodes, and swap the plan in."""
+    import shutil
+    import tempfile
+
+    from orinkit.convert.pipeline import PLAN, ConvertOptions, convert_onnx
+
+    manifest = read_manifest(plan)
+    profile = manifest.profiles[0] if manifest.profiles else {}
+    options = ConvertOptions(
+        min_shapes={n: p.min for n, p in profile.items()},
+        opt_shapes={n: p.opt for n, p in profile.items()},
+        max_shapes={n: p.max for n, p in profile.items()},
+        fp16=manifest.precision == "fp16",
+        engine=True,
+        dla_core=manifest.build.get("dla_core"),
+    )
+    with tempfile.TemporaryDirectory(prefix=".rebuild-", dir=plan.parent) as work:
+        result = convert_onnx(onnx, Path(work) / "out", options, progress=progress)
+        fresh = result.output / PLAN
+        os.replace(fresh, plan)
+        os.replace(str(fresh) + ".manifest.json", str(plan) + ".manifest.json")
+        shutil.rmtree(result.output, ignore_errors=True)

@@ -1,0 +1,70 @@
+"""The stale-engine guard: a plan's manifest against this machine's facts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from orinkit.convert.errors import StaleEngineError
+from orinkit.convert.facts import DeviceFacts, current_facts
+from orinkit.convert.manifest import manifest_path, read_manifest
+from orinkit.convert.onnx_prep import sha256_of
+from orinkit.convert.verify import ensure_engine, verify_engine
+from orinkit.jetson.release import jetpack_for, parse_nv_tegra_release
+from repo_fixtures import stand_in_plan
+
+ORIN = DeviceFacts("10.3.0.30", "Orin", "8.7", "36.4.3", "6.1/6.2")
+
+
+@pytest.fixture
+def plan(tmp_path):
+    plan = stand_in_plan(tmp_path)
+    model = tmp_path / "lane.onnx"
+    model.write_bytes(b"stand-in ONNX bytes")
+    data = json.loads(manifest_path(plan).read_text())
+    data["build"] = {**ORIN.as_dict(), "onnx_sha256": sha256_of(model)}
+    manifest_path(plan).write_text(json.dumps(data))
+    return plan
+
+
+def test_a_plan_built_here_matches(plan):
+    verdict = verify_engine(plan, onnx=plan.with_suffix(".onnx"), facts=ORIN)
+    assert verdict.matches and verdict.reasons == ()
+    assert ensure_engine(plan, None, facts=ORIN) == (verdict, False)
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("tensorrt_version", "8.6.2", "built for TensorRT 10.3.0.30, this machine has 8.6.2"),
+    ("gpu_name", "NVIDIA H100", "built for GPU Orin, this machine has NVIDIA H100"),
+    ("compute_capability", "9.0", "built for compute capability 8.7, this machine has 9.0"),
+    ("l4t", "35.4.1", "built for L4T 36.4.3, this machine has 35.4.1"),
+])
+def test_each_difference_is_named(plan, field, value, reason):
+    facts = DeviceFacts(**{**ORIN.as_dict(), field: value})
+    verdict = verify_engine(plan, facts=facts)
+    assert not verdict.matches and verdict.reasons == (reason,)
+    with pytest.raises(StaleEngineError, match="is stale") as info:
+        ensure_engine(plan, None, facts=facts)
+    assert info.value.exit_code == 8 and "--onnx" in info.value.hint
+
+
+def test_another_onnx_makes_the_plan_stale(plan, tmp_path):
+    other = tmp_path / "other.onnx"
+    other.write_bytes(b"another model")
+    verdict = verify_engine(plan, onnx=other, facts=ORIN)
+    assert not verdict.matches and "built from another ONNX" in verdict.reasons[0]
+
+
+def test_this_machine_has_no_tensorrt_to_verify_with(plan):
+    assert current_facts().tensorrt_version is None
+    with pytest.raises(ImportError, match="JetPack"):
+        verify_engine(plan)
+    assert read_manifest(plan).build["gpu_name"] == "Orin"
+
+
+def test_l4t_release_and_jetpack():
+    line = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8\n"
+    assert parse_nv_tegra_release(line) == "36.4.3"
+    assert jetpack_for("36.4.3") == "6.1/6.2" and jetpack_for("35.4.1") == "5.1.2"
+    assert parse_nv_tegra_release("not a jetson") is None and jetpack_for(None) is None
