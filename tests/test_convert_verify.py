@@ -68,3 +68,34 @@ def test_l4t_release_and_jetpack():
     assert parse_nv_tegra_release(line) == "36.4.3"
     assert jetpack_for("36.4.3") == "6.1/6.2" and jetpack_for("35.4.1") == "5.1.2"
     assert parse_nv_tegra_release("not a jetson") is None and jetpack_for(None) is None
+
+
+def test_a_stale_plan_is_rebuilt_from_its_onnx(tmp_path, monkeypatch):
+    """Rebuild through the fake TensorRT and pycuda of tests/fake_tensorrt.py (test doubles: no GPU here)."""
+    import sys
+
+    import torch
+
+    from fake_tensorrt import make_fake_pycuda, make_fake_tensorrt
+    from orinkit.convert.pipeline import ConvertOptions, convert_onnx
+    from torch_models import TinyClassifier, export
+
+    def install(version):
+        trt = make_fake_tensorrt(version)
+        package, driver = make_fake_pycuda(trt)
+        monkeypatch.setitem(sys.modules, "tensorrt", trt)
+        monkeypatch.setitem(sys.modules, "pycuda", package)
+        monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+
+    source = export(TinyClassifier(), torch.randn(1, 3, 32, 32), tmp_path / "tiny.onnx")
+    install("8.6.2")
+    built = convert_onnx(source, tmp_path / "out", ConvertOptions(shapes={"input": (2, 3, 32, 32)}))
+    plan = built.output / "model.plan"
+    assert read_manifest(plan).build["tensorrt_version"] == "8.6.2"
+    install("10.3.0")  # JetPack upgraded: the plan no longer matches
+    messages = []
+    verdict, rebuilt = ensure_engine(plan, source, progress=messages.append)
+    assert rebuilt and "built for TensorRT 8.6.2, this machine has 10.3.0" in verdict.reasons
+    assert read_manifest(plan).build["tensorrt_version"] == "10.3.0"
+    assert verify_engine(plan, onnx=source).matches
+    assert sorted(p.name for p in plan.parent.iterdir() if p.name.startswith(".")) == []

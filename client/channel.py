@@ -1,0 +1,80 @@
+"""A tritonclient gRPC connection with orinkit's options: TLS, keepalive, and channel options merged over
+tritonclient's large-message defaults (passing channel_args to tritonclient replaces them all)."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orinkit.client.errors import ClientError
+
+# tritonclient's defaults: without them gRPC's 4 MB receive limit silently comes back.
+INT32_MAX = 2**31 - 1
+DEFAULT_CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", INT32_MAX),
+    ("grpc.max_receive_message_length", INT32_MAX),
+)
+
+
+@dataclass(frozen=True)
+class TLS:
+    """TLS as tritonclient spells it: the three file paths, plus ``insecure`` to skip verifying the server's
+    certificate (gRPC cannot; orinkit trusts the certificate the server presents and its name instead)."""
+
+    root_certificates: str | None = None
+    private_key: str | None = None
+    certificate_chain: str | None = None
+    insecure: bool = False
+
+
+def merged_channel_options(extra: Sequence[tuple[str, object]] = ()) -> list[tuple[str, object]]:
+    options = dict(DEFAULT_CHANNEL_OPTIONS)
+    options.update(dict(extra))
+    return list(options.items())
+
+
+def _presented_certificate(url: str) -> tuple[str, str]:
+    """The server's certificate (PEM, saved to a file) and a name from it that gRPC can verify against."""
+    from orinkit.core.optional import require
+
+    host, _, port = url.rpartition(":")
+    pem = ssl.get_server_certificate((host.strip("[]"), int(port)))
+    x509 = require("cryptography.x509")
+    certificate = x509.load_pem_x509_certificate(pem.encode())
+    try:
+        names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        name = (names.get_values_for_type(x509.DNSName) or [None])[0]
+    except x509.ExtensionNotFound:
+        name = None
+    if name is None:
+        common = certificate.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+        name = common[0].value if common else host
+    handle, path = tempfile.mkstemp(prefix="orinkit-server-cert-", suffix=".pem")
+    with os.fdopen(handle, "w") as out:
+        out.write(pem)
+    return path, name
+
+
+def connect(url: str, *, tls: TLS | None, keepalive=None, channel_options: Sequence[tuple[str, object]] = ()):
+    """A tritonclient.grpc.InferenceServerClient for ``url``."""
+    import tritonclient.grpc as grpcclient
+
+    options = merged_channel_options(channel_options)
+    kwargs = {}
+    if tls is not None:
+        root = tls.root_certificates
+        if tls.insecure:
+            try:
+                root, name = _presented_certificate(url)
+            except (OSError, ValueError) as exc:
+                raise ClientError(f"cannot read the certificate the server at {url} presents: {exc}",
+                                  hint="is the server started with --grpc-use-ssl=true?") from exc
+            options.append(("grpc.ssl_target_name_override", name))
+        kwargs = dict(ssl=True, root_certificates=root, private_key=tls.private_key,
+                      certificate_chain=tls.certificate_chain)
+    if keepalive is not None:
+        kwargs["keepalive_options"] = keepalive
+    return grpcclient.InferenceServerClient(url, channel_args=options, **kwargs)

@@ -1,0 +1,295 @@
+"""The client class users embed: ``Client(url, model)(*arrays)`` runs inference."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from orinkit.client.channel import TLS, connect
+from orinkit.client.errors import (
+    ClientClosedError,
+    ClientError,
+    InvalidInputError,
+    ModelNotReadyError,
+    ServerUnavailableError,
+    map_exception,
+)
+from orinkit.client.model import ModelInfo, prepare_inputs
+
+COMPRESSION = (None, "gzip", "deflate")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """UNAVAILABLE is retried (inference is idempotent): ``attempts`` in all, waiting ``backoff_s`` doubled each
+    time up to ``max_backoff_s``, each wait ending early when the server reports ready again."""
+
+    attempts: int = 4
+    backoff_s: float = 0.1
+    max_backoff_s: float = 2.0
+
+
+class Client:
+    """A gRPC client for one model on a Triton server.
+
+    ``client(*arrays, **named)`` sends positional inputs in the model config's order, or by name; dtypes and
+    shapes are checked first (safe casts such as float64 → FP32 are made, unsafe ones refused). A model that
+    batches gets a single sample's batch axis added and removed. One output comes back as an array, several as a
+    dict by name; ``outputs=`` selects some.
+
+    Thread safety: ``__call__``, ``submit`` and ``map`` may be called from several threads at once (with
+    ``shared_memory="system"`` calls through the one region pair take turns). ``close`` is for one thread, after
+    the others are done; a closed client raises ClientClosedError.
+    """
+
+    def __init__(
+        self,
+        url: str = "localhost:8001",
+        model: str = "",
+        version: str | None = None,
+        *,
+        ssl: bool = False,
+        root_certificates: str | None = None,
+        private_key: str | None = None,
+        certificate_chain: str | None = None,
+        insecure: bool = False,
+        timeout_s: float | None = 30.0,
+        ready_timeout_s: float = 30.0,
+        retry: Retry = Retry(),
+        keepalive=None,
+        compression: str | None = None,
+        channel_options: Sequence[tuple[str, object]] = (),
+        shared_memory: str | None = None,
+        outputs: Sequence[str] | None = None,
+    ) -> None:
+        if not model:
+            raise InvalidInputError("Client needs a model name", hint="Client(url, model='...')")
+        if compression not in COMPRESSION:
+            raise InvalidInputError(f"compression '{compression}' is unknown", hint="use None, 'gzip' or 'deflate'")
+        if shared_memory not in (None, "system"):
+            raise InvalidInputError(f"shared_memory '{shared_memory}' is unknown",
+                                    hint="use 'system' (CUDA shared memory does not exist on Jetson) or None")
+        self.url, self.model, self.version = url, model, version
+        self.timeout_s, self.ready_timeout_s, self.retry = timeout_s, ready_timeout_s, retry
+        self.compression, self.shared_memory = compression, shared_memory
+        self.default_outputs = tuple(outputs) if outputs else None
+        self._tls = TLS(root_certificates, private_key, certificate_chain, insecure) if ssl or insecure else None
+        self._keepalive, self._channel_options = keepalive, tuple(channel_options)
+        self._grpc = connect(url, tls=self._tls, keepalive=keepalive, channel_options=channel_options)
+        self._info: ModelInfo | None = None
+        self._shm = None
+        self._init_lock = threading.Lock()
+        self._shm_lock = threading.Lock()
+        self._closed = False
+        self._pool: ThreadPoolExecutor | None = None
+        self._workers: list[Client] = []
+        self._local = threading.local()
+
+    # --- what the model is ---------------------------------------------------------------------------------
+
+    @property
+    def info(self) -> ModelInfo:
+        """The model's inputs, outputs and batch limit, read once (waiting, bounded, for the model to be ready)."""
+        self._check_open()
+        if self._info is None:
+            with self._init_lock:
+                if self._info is None:
+                    self._info = self._load_info()
+                    if self.shared_memory == "system":
+                        from orinkit.client.shm import SharedMemoryIO
+
+                        self._shm = SharedMemoryIO(self._grpc, self._info)
+        return self._info
+
+    @property
+    def inputs(self):
+        return self.info.inputs
+
+    @property
+    def outputs(self):
+        return self.info.outputs
+
+    def _load_info(self) -> ModelInfo:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            ready = self._with_retry(lambda: self._grpc.is_model_ready(self.model, self.version or "",
+                                                                     client_timeout=self.timeout_s))
+            if ready:
+                break
+            if time.monotonic() >= deadline:
+                # Tell a missing model from one that is still loading.
+                self._with_retry(lambda: self._grpc.get_model_metadata(self.model, self.version or "",
+                                                                     client_timeout=self.timeout_s))
+                raise ModelNotReadyError(f"model '{self.model}' was not ready after {self.ready_timeout_s:g} s",
+                                         hint="edge-repo status shows its state; raise ready_timeout_s if it loads")
+            time.sleep(0.2)
+        config = self._with_retry(lambda: self._grpc.get_model_config(self.model, self.version or "",
+                                                                    as_json=True, client_timeout=self.timeout_s))
+        return ModelInfo.from_config(config["config"], self.version)
+
+    # --- calls ---------------------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"this client for '{self.model}' is closed", hint="make a new Client")
+
+    def _with_retry(self, call):
+        from tritonclient.utils import InferenceServerException
+
+        delay = self.retry.backoff_s
+        for attempt in range(1, self.retry.attempts + 1):
+            self._check_open()
+            try:
+                return call()
+            except InferenceServerException as exc:
+                error = map_exception(exc, url=self.url, model=self.model)
+                if not isinstance(error, ServerUnavailableError) or attempt == self.retry.attempts:
+                    raise error from exc
+            self._wait_ready(delay)
+            delay = min(delay * 2, self.retry.max_backoff_s)
+        raise AssertionError("unreachable")
+
+    def _wait_ready(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, returning early once the server reports ready (the readiness probe)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                if self._grpc.is_server_ready(client_timeout=max(0.05, deadline - time.monotonic())):
+                    return
+            except Exception:  # still down: keep waiting until the backoff ends
+                pass
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
+        info = self.info
+        prepared, single = prepare_inputs(info, arrays, named)
+        wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
+        unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
+        if unknown:
+            raise InvalidInputError(f"'{self.model}' has no output {', '.join(unknown)}",
+                                    hint=f"its outputs are {', '.join(t.name for t in info.outputs)}")
+        if self._shm is not None:
+            with self._shm_lock:
+                results = self._infer(info, prepared, wanted)
+        else:
+            results = self._infer(info, prepared, wanted)
+        if single:
+            results = {name: value[0] for name, value in results.items()}
+        return results[wanted[0]] if len(wanted) == 1 else results
+
+    def _infer(self, info: ModelInfo, prepared: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+        import tritonclient.grpc as grpcclient
+
+        grpc_inputs = {}
+        for tensor in info.inputs:
+            array = prepared[tensor.name]
+            grpc_inputs[tensor.name] = grpcclient.InferInput(tensor.name, list(array.shape), tensor.datatype)
+        shm = self._shm
+        if shm is not None:
+            shm.bind_inputs(prepared, grpc_inputs)
+        for name, array in prepared.items():
+            if shm is None or array.dtype == np.object_:
+                grpc_inputs[name].set_data_from_numpy(array)
+        requested, in_shm = [], set()
+        for name in wanted:
+            output = grpcclient.InferRequestedOutput(name)
+            if shm is not None and shm.bind_output(output, name):
+                in_shm.add(name)
+            requested.append(output)
+        result = self._with_retry(lambda: self._grpc.infer(
+            self.model, list(grpc_inputs.values()), model_version=self.version or "", outputs=requested,
+            client_timeout=self.timeout_s, compression_algorithm=self.compression))
+        return {name: shm.read_output(result, name) if name in in_shm else result.as_numpy(name)
+                for name in wanted}
+
+    # --- throughput ----------------------------------------------------------------------------------------
+
+    def _worker(self) -> Client:
+        """This worker thread's own client: one gRPC channel per thread, as tritonclient's maintainers advise."""
+        worker = getattr(self._local, "client", None)
+        if worker is None:
+            worker = Client(self.url, self.model, self.version, ssl=self._tls is not None,
+                            root_certificates=self._tls.root_certificates if self._tls else None,
+                            private_key=self._tls.private_key if self._tls else None,
+                            certificate_chain=self._tls.certificate_chain if self._tls else None,
+                            insecure=bool(self._tls and self._tls.insecure), timeout_s=self.timeout_s,
+                            ready_timeout_s=self.ready_timeout_s, retry=self.retry, keepalive=self._keepalive,
+                            compression=self.compression, channel_options=self._channel_options,
+                            shared_memory=self.shared_memory, outputs=self.default_outputs)
+            self._local.client = worker
+            with self._init_lock:
+                self._workers.append(worker)
+        return worker
+
+    def _executor(self, concurrency: int) -> ThreadPoolExecutor:
+        self._check_open()
+        with self._init_lock:
+            if self._pool is None or self._pool._max_workers < concurrency:
+                old, self._pool = self._pool, ThreadPoolExecutor(max(1, concurrency), "orinkit-client")
+                if old is not None:
+                    old.shutdown(wait=True)
+            return self._pool
+
+    def submit(self, *arrays, outputs: Sequence[str] | None = None, **named) -> Future:
+        """Run one inference on a worker thread; the future holds what ``__call__`` would return."""
+        return self._executor(4).submit(lambda: self._worker()(*arrays, outputs=outputs, **named))
+
+    def map(self, samples: Iterable, *, concurrency: int = 4, outputs: Sequence[str] | None = None) -> Iterator:
+        """Results for ``samples`` (each an array, a tuple of arrays, or a dict by input name), in order, with up
+        to ``concurrency`` requests in flight, each worker with its own channel."""
+        pool = self._executor(concurrency)
+
+        def one(sample):
+            worker = self._worker()
+            if isinstance(sample, dict):
+                return worker(outputs=outputs, **sample)
+            if isinstance(sample, tuple):
+                return worker(*sample, outputs=outputs)
+            return worker(sample, outputs=outputs)
+
+        pending: list[Future] = []
+        iterator = iter(samples)
+        for sample in iterator:
+            pending.append(pool.submit(one, sample))
+            if len(pending) >= concurrency * 2:
+                yield pending.pop(0).result()
+        while pending:
+            yield pending.pop(0).result()
+
+    # --- lifetime ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        for worker in self._workers:
+            worker.close()
+        if self._shm is not None:
+            self._shm.close()
+        try:
+            self._grpc.close()
+        except Exception:  # closing a channel to a dead server must not mask the caller's error
+            pass
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self._closed and self._shm is not None:
+                self._shm.close()
+        except Exception:
+            pass
+
+
+__all__ = ["Client", "Retry", "ClientError"]
