@@ -1,4 +1,22 @@
-"""The gRPC client class whose ``__call__`` runs inference on a Triton server.
+"""The gRPC client users embed: ``Client(url, model)(*arrays)`` runs inference on a Triton server.
 
-Filled in by the client issue. Importing it must stay light: no torch, tensorrt, pycuda or onnxruntime.
+Importing it stays light: no torch, tensorrt, pycuda or onnxruntime.
 """
+
+from orinkit.client.client import Client, Retry
+from orinkit.client.errors import (
+    ClientClosedError,
+    ClientError,
+    DeadlineExceededError,
+    InferenceFailedError,
+    InvalidInputError,
+    ModelNotFoundError,
+    ModelNotReadyError,
+    ServerUnavailableError,
+    SharedMemoryError,
+)
+
+__all__ = [
+    "Client", "Retry", "ClientError", "ServerUnavailableError", "DeadlineExceededError", "ModelNotFoundError",
+    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError", "ClientClosedError",
+]

@@ -15,6 +15,7 @@ from orinkit.client.errors import (
     ClientClosedError,
     ClientError,
     InvalidInputError,
+    ModelNotFoundError,
     ModelNotReadyError,
     ServerUnavailableError,
     map_exception,
@@ -116,21 +117,28 @@ class Client:
 
     def _load_info(self) -> ModelInfo:
         deadline = time.monotonic() + self.ready_timeout_s
-        while True:
-            ready = self._with_retry(lambda: self._grpc.is_model_ready(self.model, self.version or "",
-                                                                     client_timeout=self.timeout_s))
-            if ready:
-                break
+        version = self.version or ""
+        while not self._with_retry(lambda: self._grpc.is_model_ready(self.model, version,
+                                                                   client_timeout=self.timeout_s)):
+            self._raise_if_unknown(version)
             if time.monotonic() >= deadline:
-                # Tell a missing model from one that is still loading.
-                self._with_retry(lambda: self._grpc.get_model_metadata(self.model, self.version or "",
-                                                                     client_timeout=self.timeout_s))
                 raise ModelNotReadyError(f"model '{self.model}' was not ready after {self.ready_timeout_s:g} s",
                                          hint="edge-repo status shows its state; raise ready_timeout_s if it loads")
             time.sleep(0.2)
-        config = self._with_retry(lambda: self._grpc.get_model_config(self.model, self.version or "",
-                                                                    as_json=True, client_timeout=self.timeout_s))
+        config = self._with_retry(lambda: self._grpc.get_model_config(self.model, version, as_json=True,
+                                                                    client_timeout=self.timeout_s))
         return ModelInfo.from_config(config["config"], self.version)
+
+    def _raise_if_unknown(self, version: str) -> None:
+        """A model the server does not know fails at once; one still loading is waited for."""
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            self._grpc.get_model_metadata(self.model, version, client_timeout=self.timeout_s)
+        except InferenceServerException as exc:
+            error = map_exception(exc, url=self.url, model=self.model)
+            if isinstance(error, ModelNotFoundError):
+                raise error from exc
 
     # --- calls ---------------------------------------------------------------------------------------------
 
@@ -171,7 +179,7 @@ class Client:
         wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
         unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
         if unknown:
-            raise InvalidInputError(f"'{self.model}' has no output {', '.join(unknown)}",
+            raise InvalidInputError(f"'{self.model}' has no output {', '.join(repr(n) for n in unknown)}",
                                     hint=f"its outputs are {', '.join(t.name for t in info.outputs)}")
         if self._shm is not None:
             with self._shm_lock:

@@ -1,0 +1,170 @@
+"""edge-bench as a library: the same load through orinkit's Client and through plain tritonclient, side by side."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from orinkit.client.client import Client
+from orinkit.client.errors import InvalidInputError
+from orinkit.client.model import ModelInfo
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    concurrency: int
+    requests: int
+    errors: int
+    seconds: float
+    throughput: float  # requests per second
+    p50_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+
+
+def percentile(sorted_ms: Sequence[float], q: float) -> float:
+    if not sorted_ms:
+        return float("nan")
+    return float(np.percentile(np.asarray(sorted_ms), q))
+
+
+def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int, duration_s: float | None = None,
+             requests: int | None = None) -> LevelResult:
+    """``concurrency`` threads, each with its own ``make_call()``, calling until ``duration_s`` passes or
+    ``requests`` calls were made in all."""
+    if (duration_s is None) == (requests is None):
+        raise InvalidInputError("give a duration or a request count", hint="--duration 10 or --requests 1000")
+    latencies: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    remaining = [requests if requests is not None else -1]
+    calls = [make_call() for _ in range(concurrency)]
+    start_gate = threading.Barrier(concurrency + 1)
+
+    def worker(call):
+        local, failed = [], 0
+        start_gate.wait()
+        while True:
+            if duration_s is not None and time.perf_counter() >= deadline:
+                break
+            if requests is not None:
+                with lock:
+                    if remaining[0] <= 0:
+                        break
+                    remaining[0] -= 1
+            started = time.perf_counter()
+            try:
+                call()
+                local.append((time.perf_counter() - started) * 1000)
+            except Exception:  # counted: a benchmark reports failures instead of stopping at the first
+                failed += 1
+        with lock:
+            latencies.extend(local)
+            errors[0] += failed
+
+    threads = [threading.Thread(target=worker, args=(c,)) for c in calls]
+    for thread in threads:
+        thread.start()
+    started = time.perf_counter()
+    deadline = started + (duration_s or 0)
+    start_gate.wait()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    ordered = sorted(latencies)
+    return LevelResult(concurrency, len(ordered), errors[0], round(seconds, 3), len(ordered) / seconds,
+                       percentile(ordered, 50), percentile(ordered, 90), percentile(ordered, 95),
+                       percentile(ordered, 99))
+
+
+def random_inputs(info: ModelInfo, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """One sample per input at its declared dims (dynamic dims as 1), with the batch axis when it batches."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for tensor in info.inputs:
+        shape = tuple(d if d > 0 else 1 for d in tensor.dims)
+        if info.max_batch_size > 0:
+            shape = (1, *shape)
+        if tensor.datatype == "BYTES":
+            arrays[tensor.name] = np.full(shape, b"orinkit", dtype=np.object_)
+        elif tensor.datatype == "BOOL":
+            arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
+        elif np.issubdtype(tensor.numpy_dtype, np.integer):
+            arrays[tensor.name] = rng.integers(0, 100, shape).astype(tensor.numpy_dtype)
+        else:
+            arrays[tensor.name] = rng.random(shape).astype(tensor.numpy_dtype)
+    return arrays
+
+
+def orinkit_call(url: str, model: str, inputs: Mapping[str, np.ndarray], *, shared_memory: str | None,
+                 clients: list) -> Callable[[], Callable[[], object]]:
+    def make():
+        client = Client(url, model, shared_memory=shared_memory)
+        clients.append(client)
+        client.inputs  # connect and read the model before timing starts
+        return lambda: client(**inputs)
+    return make
+
+
+def tritonclient_call(url: str, model: str, inputs: Mapping[str, np.ndarray], info: ModelInfo,
+                      clients: list) -> Callable[[], Callable[[], object]]:
+    """The baseline: what users write with tritonclient directly (inputs built per call, outputs as numpy)."""
+    import tritonclient.grpc as grpcclient
+
+    datatypes = {t.name: t.datatype for t in info.inputs}
+    names = [t.name for t in info.outputs]
+
+    def make():
+        client = grpcclient.InferenceServerClient(url)
+        clients.append(client)
+
+        def call():
+            tensors = []
+            for name, array in inputs.items():
+                tensor = grpcclient.InferInput(name, list(array.shape), datatypes[name])
+                tensor.set_data_from_numpy(array)
+                tensors.append(tensor)
+            result = client.infer(model, tensors)
+            return [result.as_numpy(n) for n in names]
+        return call
+    return make
+
+
+def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: float | None = 5.0,
+          requests: int | None = None, inputs: Mapping[str, np.ndarray] | None = None,
+          shared_memory: str | None = None, progress=lambda message: None) -> dict:
+    """Each concurrency level through orinkit and through plain tritonclient, with the throughput ratio."""
+    with Client(url, model) as probe:
+        info = probe.info
+    inputs = dict(inputs) if inputs is not None else random_inputs(info)
+    report = {"url": url, "model": model, "shared_memory": shared_memory, "levels": []}
+    for level in levels:
+        clients: list = []
+        try:
+            ours = run_load(orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
+                            concurrency=level, duration_s=duration_s, requests=requests)
+            base = run_load(tritonclient_call(url, model, inputs, info, clients), concurrency=level,
+                            duration_s=duration_s, requests=requests)
+        finally:
+            for client in clients:
+                client.close()
+        entry = {"concurrency": level, "orinkit": asdict(ours), "tritonclient": asdict(base),
+                 "throughput_ratio": ours.throughput / base.throughput if base.throughput else float("nan")}
+        report["levels"].append(entry)
+        progress(format_level(entry))
+    return report
+
+
+def format_level(entry: dict) -> str:
+    def row(label, r):
+        return (f"  {label:12} {r['throughput']:9.1f} req/s  p50 {r['p50_ms']:7.2f}  p90 {r['p90_ms']:7.2f}  "
+                f"p95 {r['p95_ms']:7.2f}  p99 {r['p99_ms']:7.2f} ms  ({r['requests']} ok, {r['errors']} failed)")
+
+    return "\n".join([f"concurrency {entry['concurrency']}:", row("orinkit", entry["orinkit"]),
+                      row("tritonclient", entry["tritonclient"]),
+                      f"  throughput ratio orinkit / tritonclient: {entry['throughput_ratio']:.3f}"])

@@ -1,0 +1,59 @@
+"""``edge-bench``: load against a running Triton server through orinkit and plain tritonclient side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+from orinkit.client.bench import bench
+from orinkit.client.errors import InvalidInputError
+from orinkit.core.cli import CommandError
+from orinkit.core.errors import OrinkitError
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        levels = []
+    if not levels or min(levels) < 1:
+        raise InvalidInputError(f"--concurrency '{text}' is not a list of positive numbers", hint="write e.g. 1,2,4")
+    return levels
+
+
+def _load_inputs(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"{path} is not a readable .npz file: {exc}",
+                                hint="save one array per input name with numpy.savez") from exc
+
+
+@click.command()
+@click.option("--url", default="localhost:8001", show_default=True, help="gRPC address of the server.")
+@click.option("--model", required=True)
+@click.option("--concurrency", default="1,4", show_default=True, help="Levels to run, comma-separated.")
+@click.option("--duration", type=float, default=None, help="Seconds per level and client (default 5).")
+@click.option("--requests", type=int, default=None, help="Requests per level and client, instead of a duration.")
+@click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with one array per input.")
+@click.option("--shared-memory/--no-shared-memory", default=False, show_default=True,
+              help="orinkit's client uses system shared memory (server on this host).")
+@click.option("--json", "as_json", is_flag=True)
+def main(url, model, concurrency, duration, requests, data, shared_memory, as_json) -> None:
+    """Throughput and p50/p90/p95/p99 latency per concurrency level, orinkit vs plain tritonclient."""
+    echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    try:
+        if duration is not None and requests is not None:
+            raise InvalidInputError("give --duration or --requests, not both", hint="drop one of them")
+        report = bench(url, model, levels=_levels(concurrency),
+                       duration_s=duration if duration is not None else (None if requests else 5.0),
+                       requests=requests, inputs=_load_inputs(data) if data else None,
+                       shared_memory="system" if shared_memory else None, progress=echo)
+    except OrinkitError as exc:
+        raise CommandError(exc) from exc
+    if as_json:
+        click.echo(json.dumps(report, indent=2))

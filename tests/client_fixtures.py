@@ -1,0 +1,32 @@
+"""The client tests' repository, laid out with orinkit's own repository library from tests/data/client_models."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import DATA
+from orinkit.repo.add import add_model
+from orinkit.repo.options import ModelOptions
+from orinkit.repo.signature import TensorSpec
+
+MODELS = DATA / "client_models"
+TYPES = ["FP32:3", "FP16:3", "INT32:2", "INT64:2", "UINT8:4", "BYTES:1"]
+
+
+def _specs(prefix: str, items) -> list[TensorSpec]:
+    return [TensorSpec.parse(f"{prefix}_{item.split(':')[0]}:{item}") for item in items]
+
+
+def build_client_repository(repository: Path) -> Path:
+    add_model(repository, MODELS / "types_echo.py", name="types_echo", inputs=_specs("IN", TYPES),
+              outputs=_specs("OUT", TYPES), options=ModelOptions(max_batch_size=8))
+    add_model(repository, MODELS / "plus_one.py", name="plus_one", inputs=[TensorSpec.parse("X:FP32:2x3")],
+              outputs=[TensorSpec.parse("Y:FP32:2x3")], options=ModelOptions(max_batch_size=0))
+    add_model(repository, MODELS / "sleepy.py", name="sleepy", inputs=[TensorSpec.parse("MS:INT32:1")],
+              outputs=[TensorSpec.parse("DONE:INT32:1")],
+              options=ModelOptions(max_batch_size=4, instance_count=4))
+    add_model(repository, MODELS / "frame_stats.py", name="frame_stats",
+              inputs=[TensorSpec.parse("FRAME:FP32:3x360x640")],
+              outputs=[TensorSpec.parse("MEANS:FP32:3"), TensorSpec.parse("ECHO:FP32:3x360x640")],
+              options=ModelOptions(max_batch_size=2, instance_count=2))
+    return repository

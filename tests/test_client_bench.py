@@ -1,0 +1,65 @@
+"""edge-bench against the real local server: both clients under the same load, reported side by side."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from client_fixtures import build_client_repository
+from orinkit.client.bench import percentile, run_load
+from orinkit.client.cli import main
+
+
+@pytest.fixture(scope="module")
+def url(triton_server_factory, tmp_path_factory):
+    repository = build_client_repository(tmp_path_factory.mktemp("bench") / "models")
+    return triton_server_factory(repository).command.grpc_url
+
+
+def test_edge_bench_reports_both_clients_per_level(url):
+    result = CliRunner().invoke(main, ["--url", url, "--model", "plus_one", "--concurrency", "1,2", "--requests",
+                                       "40", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[result.output.index("{"):])
+    assert [level["concurrency"] for level in report["levels"]] == [1, 2]
+    for level in report["levels"]:
+        for side in ("orinkit", "tritonclient"):
+            assert level[side]["requests"] == 40 and level[side]["errors"] == 0
+            assert 0 < level[side]["p50_ms"] <= level[side]["p99_ms"]
+        assert level["throughput_ratio"] > 0
+    assert "throughput ratio orinkit / tritonclient" in result.output
+
+
+def test_edge_bench_with_shared_memory_and_input_file(url, tmp_path):
+    data = tmp_path / "frame.npz"
+    np.savez(data, FRAME=np.zeros((1, 3, 360, 640), np.float32))
+    result = CliRunner().invoke(main, ["--url", url, "--model", "frame_stats", "--concurrency", "1",
+                                       "--duration", "0.5", "--data", str(data), "--shared-memory"])
+    assert result.exit_code == 0, result.output
+    assert result.output.count(" ok, 0 failed)") == 2, result.output
+
+
+def test_bad_options_exit_non_zero(url):
+    runner = CliRunner()
+    assert runner.invoke(main, ["--url", url, "--model", "plus_one", "--concurrency", "0"]).exit_code == 4
+    both = runner.invoke(main, ["--url", url, "--model", "plus_one", "--duration", "1", "--requests", "5"])
+    assert both.exit_code == 4 and "not both" in both.output
+    unknown = runner.invoke(main, ["--url", url, "--model", "nope", "--requests", "1"])
+    assert unknown.exit_code == 4 and "nope" in unknown.output
+
+
+def test_run_load_counts_requests_and_failures():
+    calls = iter(range(1000))
+
+    def make():
+        def call():
+            if next(calls) % 5 == 0:
+                raise RuntimeError("every fifth call fails")
+        return call
+
+    result = run_load(make, concurrency=3, requests=50)
+    assert result.requests + result.errors == 50 and result.errors == 10
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
