@@ -101,3 +101,119 @@ def run(triton_home, ready_timeout, log_file, **options) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("tritonserver stopped", err=True)
+
+
+@main.command("wait-ready")
+@click.option("--url", "http_url", default="http://127.0.0.1:8000", show_default=True,
+              help="The server's HTTP address.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait.")
+def wait_ready(http_url, timeout) -> None:
+    """Exit 0 once /v2/health/ready answers, 6 after --timeout (systemd's ExecStartPost)."""
+    from orinkit.server.errors import ServerStartError
+    from orinkit.server.health import is_ready, wait_until
+
+    if not wait_until(lambda: is_ready(http_url), timeout_s=timeout, interval_s=0.5):
+        raise ServerStartError(f"{http_url} was not ready after {timeout:g} s",
+                               hint="journalctl -u <unit> shows the server's log")
+    click.echo(f"{http_url} is ready")
+
+
+@main.command("check-plans")
+@click.option("--repository", "-r", required=True, type=click.Path(path_type=Path))
+def check_plans(repository) -> None:
+    """Fail when a TensorRT plan in the repository does not match this device and TensorRT (stale engines)."""
+    from orinkit.convert.errors import StaleEngineError
+    from orinkit.convert.verify import verify_engine
+
+    plans = sorted(Path(repository).glob("*/*/model.plan"))
+    stale = []
+    for plan in plans:
+        verdict = verify_engine(plan)
+        click.echo(verdict.describe())
+        if not verdict.matches:
+            stale.append(plan)
+    if stale:
+        raise StaleEngineError(f"{len(stale)} of {len(plans)} plan(s) do not match this device",
+                               hint="rebuild them with edge-convert --verify-engine PLAN MODEL.onnx")
+    click.echo(f"{len(plans)} plan(s) match this device")
+
+
+def _service_options(func):
+    decorators = [
+        click.option("--name", default="tritonserver", show_default=True, help="The unit's name."),
+        click.option("--user", default="triton", show_default=True, help="The user it runs as (in group video)."),
+        click.option("--pin-clocks", is_flag=True, help="ExecStartPre: nvpmodel -m MODE and jetson_clocks."),
+        click.option("--nvpmodel-mode", type=int, default=0, show_default=True),
+        click.option("--no-check-plans", is_flag=True, help="Skip the stale-plan check before the server starts."),
+        click.option("--no-hardening", is_flag=True, help="Leave out the sandboxing settings."),
+        click.option("--root", type=click.Path(path_type=Path), default=None,
+                     help="Stage the files into this image tree instead of the running system."),
+        click.option("--dry-run", is_flag=True, help="Print what would change and change nothing."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def _service(name, user, pin_clocks=False, nvpmodel_mode=0, no_check_plans=False, no_hardening=False):
+    from orinkit.systemd.unit import ServiceOptions
+
+    return ServiceOptions(name=name, user=user, group=user, pin_clocks=pin_clocks, nvpmodel_mode=nvpmodel_mode,
+                          check_plans=not no_check_plans, hardening=not no_hardening)
+
+
+@main.command()
+@_server_options
+@_service_options
+@click.option("--pinned-pool-mb", type=int, default=64, show_default=True,
+              help="Triton's pinned memory pool; CPU and GPU share the Orin's DRAM, so keep it small.")
+@click.option("--cuda-pool-mb", type=int, default=64, show_default=True)
+def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening, root, dry_run,
+            pinned_pool_mb, cuda_pool_mb, **options) -> None:
+    """Install tritonserver as a hardened systemd service (models loaded explicitly), or stage it with --root."""
+    from orinkit.systemd import install as installing
+    from orinkit.systemd.unit import render_unit
+
+    if options["model_control_mode"] == "none":
+        options["model_control_mode"] = "explicit"
+    repository = Path(options["repository"])
+    if options["model_control_mode"] == "explicit" and not options["load_models"]:
+        options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()
+                                              if (p / "config.pbtxt").is_file())) if repository.is_dir() else ()
+    cmd = _command(triton_home, pinned_memory_pool_bytes=pinned_pool_mb << 20,
+                   cuda_memory_pool_bytes=cuda_pool_mb << 20, **options)
+    cmd.options.check_repository()
+    service = _service(name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening)
+    plan = installing.install(render_unit(cmd, service).render(), service, root=root, dry_run=dry_run)
+    click.echo(plan.describe())
+    click.echo(("would install " if dry_run else "installed ") + service.unit_name
+               + ("" if plan.changed else " (nothing changed)"))
+
+
+@main.command()
+@click.option("--name", default="tritonserver", show_default=True)
+@click.option("--root", type=click.Path(path_type=Path), default=None)
+@click.option("--dry-run", is_flag=True)
+def uninstall(name, root, dry_run) -> None:
+    """Disable and remove the service's unit; models and the user stay."""
+    from orinkit.systemd import install as installing
+
+    plan = installing.uninstall(_service(name, "triton"), root=root, dry_run=dry_run)
+    click.echo(plan.describe())
+
+
+def _control(action):
+    @click.option("--name", default="tritonserver", show_default=True)
+    def command(name, **kwargs) -> None:
+        from orinkit.systemd import install as installing
+
+        click.echo(installing.control(action, _service(name, "triton"), **kwargs), nl=False)
+
+    command.__doc__ = f"systemctl {action} for the service." if action != "logs" else "The service's journal."
+    if action == "logs":
+        command = click.option("--lines", type=int, default=100, show_default=True)(command)
+    return main.command(action)(command)
+
+
+for _action in ("start", "stop", "restart", "status", "logs"):
+    _control(_action)

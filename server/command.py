@@ -31,6 +31,9 @@ class ServerOptions:
     load_models: tuple[str, ...] = ()
     exit_timeout_s: int = 30
     log_verbose: int = 0
+    # None keeps Triton's defaults (256 MiB pinned, 64 MiB CUDA); a shared-memory board wants them smaller.
+    pinned_memory_pool_bytes: int | None = None
+    cuda_memory_pool_bytes: int | None = None
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -59,6 +62,10 @@ class ServerOptions:
             )
         if self.exit_timeout_s < 0:
             raise InvalidServerOptionError(f"exit timeout {self.exit_timeout_s} is negative", hint="use 0 or more")
+        for name in ("pinned_memory_pool_bytes", "cuda_memory_pool_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise InvalidServerOptionError(f"{name} {value} is negative", hint="use 0 or more bytes")
 
     def check_repository(self) -> None:
         if not self.repository.is_dir():
@@ -136,6 +143,10 @@ def build_command(
         *(f"--load-model={name}" for name in o.load_models),
         f"--exit-timeout-secs={o.exit_timeout_s}",
         f"--log-verbose={o.log_verbose}",
+        *([f"--pinned-memory-pool-byte-size={o.pinned_memory_pool_bytes}"]
+          if o.pinned_memory_pool_bytes is not None else []),
+        *([f"--cuda-memory-pool-byte-size=0:{o.cuda_memory_pool_bytes}"]
+          if o.cuda_memory_pool_bytes is not None else []),
         *o.extra_args,
     ]
     prefix = Path(python_prefix) if python_prefix is not None else Path(sys.prefix)
