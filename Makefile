@@ -12,7 +12,7 @@ TORCH ?= torch==2.14.1 torchvision==0.29.1
 .PHONY: demo test
 
 demo: $(INSTALLED)
-	$(PY) examples/demo.py $(ARGS)
+	$(PY) -m orinkit.lanes.demo $(ARGS)
 
 test: $(INSTALLED)
 	$(PY) -m pytest $(ARGS)

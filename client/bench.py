@@ -135,10 +135,26 @@ def tritonclient_call(url: str, model: str, inputs: Mapping[str, np.ndarray], in
     return make
 
 
+def _measured_power(sampler_factory, run):
+    """``run()`` inside a tegrastats sampler (on a Jetson): its result and the power summary as a dict."""
+    if sampler_factory is None:
+        return run(), None
+    with sampler_factory() as sampler:
+        result = run()
+    summary = sampler.summary()
+    power = {"input_power_mw": summary.input_power_mw, "energy_j": summary.energy_j, "samples": summary.samples,
+             "rails_mw": summary.rails_mw}
+    if summary.energy_j is not None and result.requests:
+        power["energy_per_inference_j"] = summary.energy_j / result.requests
+    return result, power
+
+
 def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: float | None = 5.0,
           requests: int | None = None, inputs: Mapping[str, np.ndarray] | None = None,
-          shared_memory: str | None = None, progress=lambda message: None) -> dict:
-    """Each concurrency level through orinkit and through plain tritonclient, with the throughput ratio."""
+          shared_memory: str | None = None, power_sampler=None, progress=lambda message: None) -> dict:
+    """Each concurrency level through orinkit and through plain tritonclient, with the throughput ratio.
+    ``power_sampler`` (e.g. ``orinkit.jetson.TegrastatsSampler`` on a Jetson) adds average power and energy per
+    inference for orinkit's run."""
     with Client(url, model) as probe:
         info = probe.info
     inputs = dict(inputs) if inputs is not None else random_inputs(info)
@@ -146,14 +162,15 @@ def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: f
     for level in levels:
         clients: list = []
         try:
-            ours = run_load(orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
-                            concurrency=level, duration_s=duration_s, requests=requests)
+            ours, power = _measured_power(power_sampler, lambda: run_load(
+                orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
+                concurrency=level, duration_s=duration_s, requests=requests))
             base = run_load(tritonclient_call(url, model, inputs, info, clients), concurrency=level,
                             duration_s=duration_s, requests=requests)
         finally:
             for client in clients:
                 client.close()
-        entry = {"concurrency": level, "orinkit": asdict(ours), "tritonclient": asdict(base),
+        entry = {"concurrency": level, "orinkit": asdict(ours), "tritonclient": asdict(base), "power": power,
                  "throughput_ratio": ours.throughput / base.throughput if base.throughput else float("nan")}
         report["levels"].append(entry)
         progress(format_level(entry))
@@ -165,6 +182,12 @@ def format_level(entry: dict) -> str:
         return (f"  {label:12} {r['throughput']:9.1f} req/s  p50 {r['p50_ms']:7.2f}  p90 {r['p90_ms']:7.2f}  "
                 f"p95 {r['p95_ms']:7.2f}  p99 {r['p99_ms']:7.2f} ms  ({r['requests']} ok, {r['errors']} failed)")
 
-    return "\n".join([f"concurrency {entry['concurrency']}:", row("orinkit", entry["orinkit"]),
-                      row("tritonclient", entry["tritonclient"]),
-                      f"  throughput ratio orinkit / tritonclient: {entry['throughput_ratio']:.3f}"])
+    lines = [f"concurrency {entry['concurrency']}:", row("orinkit", entry["orinkit"]),
+             row("tritonclient", entry["tritonclient"]),
+             f"  throughput ratio orinkit / tritonclient: {entry['throughput_ratio']:.3f}"]
+    power = entry.get("power")
+    if power and power.get("input_power_mw") is not None:
+        per = power.get("energy_per_inference_j")
+        lines.append(f"  power (tegrastats): {power['input_power_mw']:.0f} mW average"
+                     + (f", {per * 1000:.2f} mJ per inference" if per is not None else ""))
+    return "\n".join(lines)

@@ -33,6 +33,16 @@ def _load_inputs(path: Path) -> dict[str, np.ndarray]:
                                 hint="save one array per input name with numpy.savez") from exc
 
 
+def _sampler(power: bool | None):
+    import shutil
+
+    if power is False or (power is None and shutil.which("tegrastats") is None):
+        return None
+    from orinkit.jetson.sampler import TegrastatsSampler
+
+    return TegrastatsSampler
+
+
 @click.command()
 @click.option("--url", default="localhost:8001", show_default=True, help="gRPC address of the server.")
 @click.option("--model", required=True)
@@ -42,8 +52,10 @@ def _load_inputs(path: Path) -> dict[str, np.ndarray]:
 @click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with one array per input.")
 @click.option("--shared-memory/--no-shared-memory", default=False, show_default=True,
               help="orinkit's client uses system shared memory (server on this host).")
+@click.option("--power/--no-power", default=None,
+              help="Sample tegrastats for average power and energy per inference (default: on a Jetson).")
 @click.option("--json", "as_json", is_flag=True)
-def main(url, model, concurrency, duration, requests, data, shared_memory, as_json) -> None:
+def main(url, model, concurrency, duration, requests, data, shared_memory, power, as_json) -> None:
     """Throughput and p50/p90/p95/p99 latency per concurrency level, orinkit vs plain tritonclient."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
@@ -52,7 +64,8 @@ def main(url, model, concurrency, duration, requests, data, shared_memory, as_js
         report = bench(url, model, levels=_levels(concurrency),
                        duration_s=duration if duration is not None else (None if requests else 5.0),
                        requests=requests, inputs=_load_inputs(data) if data else None,
-                       shared_memory="system" if shared_memory else None, progress=echo)
+                       shared_memory="system" if shared_memory else None, power_sampler=_sampler(power),
+                       progress=echo)
     except OrinkitError as exc:
         raise CommandError(exc) from exc
     if as_json:

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
+
+from orinkit.jetson.commands import L4T_CORE_PACKAGE, Runner, runner_for
 
 NV_TEGRA_RELEASE = Path("/etc/nv_tegra_release")
 _RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)")
+# The package version is the L4T release plus a build stamp: "36.4.7-20250918154033".
+_PACKAGE_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)\.(\d+)(?=-|\s|$)")
 # L4T (major, minor) → JetPack, from NVIDIA's release notes.
 _JETPACK = {
     (35, 1): "5.0.2", (35, 2): "5.1", (35, 3): "5.1.1", (35, 4): "5.1.2", (35, 5): "5.1.3", (35, 6): "5.1.4",
-    (36, 2): "6.0 DP", (36, 3): "6.0", (36, 4): "6.1/6.2", (38, 2): "7.0", (39, 0): "7.2",
+    (36, 2): "6.0 DP", (36, 3): "6.0", (36, 4): "6.1/6.2", (36, 5): "6.2.2",
+    (38, 2): "7.0", (38, 4): "7.1", (39, 0): "7.2", (39, 2): "7.2",
 }
+
+
+@dataclass(frozen=True)
+class L4TRelease:
+    version: str  # "36.4.3"
+    source: str  # which file or package said so
+
+    @property
+    def major_minor(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")[:2]
+        return int(major), int(minor)
 
 
 def parse_nv_tegra_release(text: str) -> str | None:
@@ -20,12 +37,29 @@ def parse_nv_tegra_release(text: str) -> str | None:
     return f"{match[1]}.{match[2]}" if match else None
 
 
+def parse_l4t_core_version(text: str) -> str | None:
+    """``36.4.7-20250918154033`` → ``"36.4.7"``; also in the ``PACKAGE<tab>VERSION`` of ``dpkg-query -W``."""
+    match = _PACKAGE_VERSION.search(text)
+    return f"{match[1]}.{match[2]}.{match[3]}" if match else None
+
+
 def l4t_release(path: Path = NV_TEGRA_RELEASE) -> str | None:
     """This device's L4T release, or None when this is not a Jetson."""
     try:
         return parse_nv_tegra_release(path.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
+
+
+def find_l4t(root: Path = Path("/"), run: Runner | None = None) -> L4TRelease | None:
+    """The L4T release from ``root/etc/nv_tegra_release``; failing that, from the nvidia-l4t-core package, which
+    container images and OTA-updated systems keep when the release file is missing or stale."""
+    version = l4t_release(root / "etc" / "nv_tegra_release")
+    if version:
+        return L4TRelease(version, "/etc/nv_tegra_release")
+    output = (run or runner_for(root))(L4T_CORE_PACKAGE)
+    version = parse_l4t_core_version(output) if output else None
+    return L4TRelease(version, "nvidia-l4t-core package") if version else None
 
 
 def jetpack_for(l4t: str | None) -> str | None:

@@ -14,7 +14,7 @@ from orinkit.repo.check import check_repository, findings_json
 from orinkit.repo.configs import Runtime
 from orinkit.repo.deploy import deploy_version, rollback
 from orinkit.repo.ensemble import EnsembleSpec, add_ensemble
-from orinkit.repo.errors import CheckFailedError
+from orinkit.repo.errors import CheckFailedError, SignatureError
 from orinkit.repo.options import INSTANCE_KINDS, ModelOptions, VersionPolicy
 from orinkit.repo.server_api import RepositoryAPI
 from orinkit.repo.signature import TensorSpec
@@ -27,6 +27,16 @@ _SERVER = click.option("--server", default=None, help="gRPC URL of a server in e
 
 def _echo(message: str) -> None:
     click.echo(message, err=True)
+
+
+def _parameters(items: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SignatureError(f"--parameter '{item}' is not KEY=VALUE", hint="write e.g. --parameter top_k=4")
+        pairs.append((key, value))
+    return tuple(pairs)
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -59,15 +69,16 @@ def main() -> None:
 @click.option("--execution-env", default=None, help="Python models: packed environment (EXECUTION_ENV_PATH).")
 @click.option("--extra-file", "extra_files", multiple=True, type=click.Path(path_type=Path),
               help="Another file for the version folder (Python models' helpers, labels).")
+@click.option("--parameter", "parameters", multiple=True, help="KEY=VALUE for the config's parameters (repeatable).")
 def add(artifact, repository, name, runtime, version, max_batch_size, inputs, outputs, instances, instance_kind,
         dynamic_batching, preferred, queue_delay_us, version_policy, warmup, tensorrt_fp16, execution_env,
-        extra_files) -> None:
+        extra_files, parameters) -> None:
     """Place ARTIFACT (.plan, .onnx, .pt, .py, or a OneFlow folder) as a new model, config derived from it."""
     options = ModelOptions(
         max_batch_size=max_batch_size, instance_count=instances, instance_kind=instance_kind,
         dynamic_batching=dynamic_batching, preferred_batch_sizes=preferred, max_queue_delay_us=queue_delay_us,
         version_policy=VersionPolicy.parse(version_policy) if version_policy else None, warmup=warmup,
-        tensorrt_fp16=tensorrt_fp16, execution_env=execution_env,
+        tensorrt_fp16=tensorrt_fp16, execution_env=execution_env, parameters=_parameters(parameters),
     )
     placed = add_model(
         repository, artifact, name=name, runtime=runtime, version=version, options=options,

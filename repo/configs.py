@@ -163,4 +163,6 @@ def build_config(name: str, runtime: Runtime, signature: Signature, options: Mod
         accelerator.parameters["precision_mode"] = "FP16"
     if options.execution_env:
         config.parameters["EXECUTION_ENV_PATH"].string_value = options.execution_env
+    for key, value in options.parameters:
+        config.parameters[key].string_value = value
     return config

@@ -64,9 +64,12 @@ class ModelOptions:
     warmup: bool = False  # one zero-filled request per input at batch 1 while loading
     tensorrt_fp16: bool = False  # onnxruntime_onnx on a GPU: TensorRT execution accelerator in FP16
     execution_env: str | None = None  # python: a conda-pack archive for the stub (EXECUTION_ENV_PATH)
+    parameters: tuple[tuple[str, str], ...] = ()  # the config's parameters map, e.g. a Python model's settings
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
+        items = self.parameters.items() if isinstance(self.parameters, dict) else self.parameters
+        object.__setattr__(self, "parameters", tuple((str(k), str(v)) for k, v in items))
         if self.instance_count < 1:
             raise SignatureError(f"instance count {self.instance_count} is below 1", hint="use 1 or more")
         if self.instance_kind not in INSTANCE_KINDS:

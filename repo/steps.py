@@ -142,10 +142,9 @@ def add_step(
 ) -> PlacedModel:
     """Copy ``step``'s Python model into ``<repository>/<name>/1/model.py`` with a config carrying its options."""
     repository = Path(repository)
-    options = replace(options or ModelOptions(), max_batch_size=max_batch_size)
+    options = replace(options or ModelOptions(), max_batch_size=max_batch_size,
+                      parameters=(*(options.parameters if options else ()), *step.parameters().items()))
     config = build_config(check_model_name(name), Runtime.PYTHON, step.signature(max_batch_size), options)
-    for key, value in step.parameters().items():
-        config.parameters[key].string_value = value
     with new_model_folder(repository, name, hint="choose another --name") as staging:
         version = staging / "1"
         version.mkdir()

@@ -13,7 +13,7 @@ pytest_plugins = ["orinkit.server.testing"]
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # The folders setup.cfg maps into the orinkit namespace.
-PACKAGE_DIRS = {"core", "server", "jetson", "convert", "repo", "client", "systemd"}
+PACKAGE_DIRS = {"core", "server", "jetson", "convert", "repo", "client", "systemd", "lanes"}
 
 
 @pytest.fixture(scope="session")

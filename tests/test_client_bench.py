@@ -63,3 +63,25 @@ def test_run_load_counts_requests_and_failures():
     result = run_load(make, concurrency=3, requests=50)
     assert result.requests + result.errors == 50 and result.errors == 10
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_power_and_energy_per_inference_from_tegrastats(url):
+    """The sampler runs the tegrastats TEST DOUBLE (tests/data/jetson/fake_tegrastats.py: tegrastats exists only
+    on a Jetson), replaying lines captured on an Orin Nano."""
+    import sys
+    from functools import partial
+
+    from conftest import DATA
+    from orinkit.client.bench import bench
+    from orinkit.jetson.sampler import TegrastatsSampler
+
+    replay = [sys.executable, str(DATA / "jetson" / "fake_tegrastats.py"), "--interval", "20", "--fixture",
+              str(DATA / "jetson" / "tegrastats" / "jp6_orin_nano.txt")]
+    messages = []
+    report = bench(url, "plus_one", levels=(1,), duration_s=0.6,
+                   power_sampler=partial(TegrastatsSampler, command=replay), progress=messages.append)
+    power = report["levels"][0]["power"]
+    assert power["samples"] > 0 and power["input_power_mw"] > 0
+    assert power["energy_per_inference_j"] == pytest.approx(power["energy_j"] / report["levels"][0]["orinkit"]
+                                                            ["requests"])
+    assert "mJ per inference" in messages[0]

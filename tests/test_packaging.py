@@ -48,6 +48,7 @@ def test_wheel_declares_the_console_script_and_extras(wheel):
     assert "edge-repo = orinkit.repo.cli:main" in scripts
     assert "edge-convert = orinkit.convert.cli:main" in scripts
     assert "edge-bench = orinkit.client.cli:main" in scripts
+    assert "edge-jetson = orinkit.jetson.cli:main" in scripts
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
@@ -63,6 +64,7 @@ def test_importing_any_package_loads_no_heavy_optional_dependency():
         + "import orinkit.server.cli, orinkit.repo.cli, orinkit.repo.check, orinkit.repo.deploy\n"
         + "import orinkit.convert.cli, orinkit.convert.trt, orinkit.convert.fp16.gate\n"
         + "import orinkit.client.cli, orinkit.client.bench, orinkit.client.shm\n"
+        + "import orinkit.jetson.cli, orinkit.jetson.sampler, orinkit.lanes.client, orinkit.lanes.repository\n"
         + f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
     result = run_python(code)

@@ -1,0 +1,124 @@
+"""LaneATT serving, measured side by side in one run on the local tritonserver.
+
+    python benchmarks/lane.py [--frames 60] [--repeat 200]
+
+1. post-processing time per frame at 2784 proposals: orinkit.lanes.postprocess vs the plain loop implementation
+   of the reference semantics (from the tests), on the same proposals;
+2. end-to-end frames/s and latency percentiles through the lane_detection ensemble (encoded image in, lanes out),
+   at concurrency 1 and 4;
+3. bytes sent per frame: encoded images (PNG, JPEG) vs the raw 1x3x360x640 FP32 tensor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_lane_postprocess import ref_postprocess  # noqa: E402
+
+from orinkit.lanes.client import LaneDetector  # noqa: E402
+from orinkit.lanes.draw import road_image  # noqa: E402
+from orinkit.lanes.export import export_lane_onnx  # noqa: E402
+from orinkit.lanes.model import build_lane_model, show_random_lanes  # noqa: E402
+from orinkit.lanes.postprocess import PostprocessOptions, postprocess  # noqa: E402
+from orinkit.lanes.repository import build_lane_repository  # noqa: E402
+from orinkit.server.testing import start_on_free_ports  # noqa: E402
+
+
+def _median_ms(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def postprocessing(proposals: np.ndarray, repeat: int) -> None:
+    options = PostprocessOptions(conf_threshold=0.5, nms_threshold=50.0, top_k=4)
+    print(f"1. post-processing one frame of {len(proposals)} proposals ({int((proposals[:, 1] > proposals[:, 0]).sum())}"
+          " above 0.5), median of repeated runs:")
+    for label, p in (("model output", proposals), ("every proposal a candidate", _all_candidates(proposals))):
+        ours = _median_ms(lambda: postprocess(p, (720, 1280), options), repeat)
+        loop = _median_ms(lambda: ref_postprocess(p, 0.5, 50.0, 4), max(5, repeat // 20))
+        print(f"   {label:28} orinkit {ours:8.3f} ms   loop {loop:9.3f} ms   ratio loop/orinkit {loop / ours:6.1f}")
+
+
+def _all_candidates(proposals: np.ndarray) -> np.ndarray:
+    p = proposals.copy()
+    p[:, 0], p[:, 1] = 0.0, np.linspace(1.0, 3.0, len(p))
+    return p
+
+
+def serving(url: str, frames: int) -> None:
+    image = road_image(1280, 720)
+    print(f"2. end to end through lane_detection (1280x720 PNG in, lanes out), {frames} frames per level:")
+    with LaneDetector(url) as detect:
+        detect(image)
+        for concurrency in (1, 4):
+            latencies = []
+            started = time.perf_counter()
+            if concurrency == 1:
+                for _ in range(frames):
+                    t0 = time.perf_counter()
+                    detect(image)
+                    latencies.append((time.perf_counter() - t0) * 1000)
+            else:
+                list(detect.client.map([np.array([image], dtype=np.object_)] * frames, concurrency=concurrency))
+            fps = frames / (time.perf_counter() - started)
+            if latencies:
+                ordered = sorted(latencies)
+                print(f"   concurrency 1: {fps:6.1f} frames/s, latency p50 {np.percentile(ordered, 50):.1f} ms, "
+                      f"p90 {np.percentile(ordered, 90):.1f} ms, p99 {np.percentile(ordered, 99):.1f} ms")
+            else:
+                print(f"   concurrency {concurrency}: {fps:6.1f} frames/s")
+
+
+def payload() -> None:
+    from PIL import Image
+
+    png = road_image(1280, 720)
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(png)).convert("RGB").save(buffer, "JPEG", quality=90)
+    raw = 3 * 360 * 640 * 4
+    print("3. bytes per frame sent to the server:")
+    for label, size in (("PNG 1280x720", len(png)), ("JPEG 1280x720 q90", len(buffer.getvalue())),
+                        ("raw FP32 1x3x360x640", raw)):
+        print(f"   {label:22} {size:>10,} bytes   raw/this {raw / size:6.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=60)
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        model = show_random_lanes(build_lane_model("resnet18"))
+        onnx_path = export_lane_onnx(model, Path(work) / "laneatt.onnx", dynamic_batch=True)
+        import onnxruntime
+
+        frame = np.random.default_rng(0).random((1, 3, 360, 640), dtype=np.float32)
+        proposals = onnxruntime.InferenceSession(str(onnx_path)).run(None, {"image": frame})[0][0]
+        postprocessing(proposals, args.repeat)
+        repository = Path(work) / "models"
+        build_lane_repository(repository, onnx_path, runtime="python-onnxruntime")
+        server = start_on_free_ports(repository, Path(work) / "server.log")
+        try:
+            serving(server.command.grpc_url, args.frames)
+        finally:
+            server.stop()
+    payload()
+    print("model: LaneATT resnet18 with random weights, onnxruntime on this machine's CPU (no GPU here)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

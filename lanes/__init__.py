@@ -1,0 +1,1 @@
+"""LaneATT lane detection: the model, its anchors, post-processing and the client."""

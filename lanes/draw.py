@@ -1,0 +1,46 @@
+"""A road scene drawn for the demo (no images are downloaded) and lanes drawn over a picture."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def road_image(width: int = 1280, height: int = 720, *, seed: int = 0) -> bytes:
+    """A PNG of a straight road seen from a car: sky, asphalt narrowing to the horizon, dashed lane markings."""
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng(seed)
+    image = Image.new("RGB", (width, height), (135, 170, 215))
+    draw = ImageDraw.Draw(image)
+    horizon = int(height * 0.45)
+    draw.rectangle([0, horizon, width, height], fill=(70, 110, 60))
+    vanishing = (width * 0.5, horizon)
+    draw.polygon([(width * 0.05, height), (width * 0.95, height), (width * 0.53, horizon), (width * 0.47, horizon)],
+                 fill=(60, 60, 64))
+    for base in (0.18, 0.5, 0.82):
+        bottom = (width * base, height)
+        for t0 in np.arange(0.0, 0.92, 0.08):
+            points = [tuple(np.add(bottom, np.multiply(t, np.subtract(vanishing, bottom)))) for t in (t0, t0 + 0.05)]
+            draw.line(points, fill=(240, 200, 40) if base == 0.5 else (235, 235, 235), width=max(1, int(10 * (1 - t0))))
+    noise = rng.integers(-6, 7, size=(height, width, 3))
+    pixels = np.clip(np.asarray(image, dtype=np.int16) + noise, 0, 255).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def overlay(image: bytes, lanes: Sequence, path) -> None:
+    """Write ``image`` with each lane (points in its pixels) drawn as a coloured polyline to ``path`` (PNG)."""
+    from PIL import Image, ImageDraw
+
+    picture = Image.open(io.BytesIO(image)).convert("RGB")
+    draw = ImageDraw.Draw(picture)
+    colours = [(255, 60, 60), (60, 200, 255), (90, 255, 90), (255, 160, 0), (200, 90, 255), (255, 255, 90)]
+    for index, lane in enumerate(lanes):
+        points = [tuple(map(float, p)) for p in lane.points]
+        if len(points) > 1:
+            draw.line(points, fill=colours[index % len(colours)], width=4)
+    picture.save(path, "PNG")

@@ -1,0 +1,189 @@
+"""The LaneATT network (Tabelini et al., CVPR 2021), written to export to ONNX that TensorRT 8.5 builds.
+
+Output per image: ``[N, 5 + n_offsets]`` raw proposals (see :class:`LaneATT`); scores, NMS and decoding are
+post-processing outside the graph. Submodule names match the reference code so its checkpoints load as they are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+import torchvision
+from torch import nn
+
+from orinkit.lanes.anchors import HEADER, anchor_cut_columns, make_anchors, select_topk_anchors
+
+STRIDE = 32
+BACKBONE_CHANNELS = 512
+BACKBONES = ("resnet18", "resnet34")
+CHECKPOINT_PREFIXES = ("feature_extractor.", "conv1.", "cls_layer.", "reg_layer.", "attention_layer.")
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint whose keys or shapes do not fit the model it was loaded into."""
+
+
+def spread_attention(att: torch.Tensor) -> torch.Tensor:
+    """``[B, N, N-1]`` attention → ``[B, N, N]`` with a zero diagonal: ``A[n, m] = att[n, m - (m > n)]``.
+
+    Built from reshapes and concatenations only (no ScatterND/NonZero, no Pad whose pads TensorRT 8.5 wants
+    as initializers): the row-major off-diagonal entries of an N x N matrix, regrouped N at a time, are exactly
+    its flat form past the first element cut into ``N + 1``-long rows whose last slot is the next diagonal entry.
+    """
+    n = att.shape[1]
+    rows = att.reshape(-1, n - 1, n)
+    rows = torch.cat([rows, torch.zeros_like(rows[:, :, :1])], dim=2).reshape(-1, (n - 1) * (n + 1))
+    return torch.cat([torch.zeros_like(rows[:, :1]), rows], dim=1).reshape(-1, n, n)
+
+
+class LaneATT(nn.Module):
+    """LaneATT on a ``[B, 3, img_h, img_w]`` BGR image in 0..1 → ``[B, N, 5 + n_offsets]`` proposals.
+
+    Columns per anchor: 0, 1 class logits (background, lane); 2 anchor start_y; 3 anchor start_x;
+    4 anchor length slot (0) + predicted length in rows; 5.. anchor x + predicted offset, in input pixels.
+    """
+
+    def __init__(self, backbone: str = "resnet18", anchors: np.ndarray | None = None, img_w: int = 640,
+                 img_h: int = 360, anchor_feat_channels: int = 64):
+        super().__init__()
+        if backbone not in BACKBONES:
+            raise ValueError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
+        anchors = make_anchors(img_w, img_h) if anchors is None else np.asarray(anchors, dtype=np.float32)
+        if anchors.ndim != 2 or anchors.shape[0] < 2 or anchors.shape[1] <= HEADER + 1:
+            raise ValueError(f"anchors must be [N >= 2, 5 + n_offsets], got {list(anchors.shape)}")
+        self.backbone = backbone
+        self.img_w, self.img_h = img_w, img_h
+        self.fmap_w, self.fmap_h = img_w // STRIDE, img_h // STRIDE
+        self.n_anchors, self.n_offsets = anchors.shape[0], anchors.shape[1] - HEADER
+        self.anchor_feat_channels = anchor_feat_channels
+
+        resnet = getattr(torchvision.models, backbone)(weights=None)
+        self.feature_extractor = nn.Sequential(*list(resnet.children())[:-2])
+        self.conv1 = nn.Conv2d(BACKBONE_CHANNELS, anchor_feat_channels, kernel_size=1)
+        pooled = anchor_feat_channels * self.fmap_h
+        self.cls_layer = nn.Linear(2 * pooled, 2)
+        self.reg_layer = nn.Linear(2 * pooled, self.n_offsets + 1)
+        self.attention_layer = nn.Linear(pooled, self.n_anchors - 1)
+        for layer in (self.attention_layer, self.conv1, self.cls_layer, self.reg_layer):
+            nn.init.normal_(layer.weight, mean=0.0, std=0.001)
+            nn.init.zeros_(layer.bias)
+
+        columns, valid = anchor_cut_columns(anchors, self.fmap_w, self.fmap_h, STRIDE, img_w, img_h)
+        flat_index = np.arange(self.fmap_h)[None, :] * self.fmap_w + columns
+        # Not persistent: reference checkpoints carry no anchors, and these must stay the ones given here.
+        self.register_buffer("anchors", torch.from_numpy(anchors.copy()), persistent=False)
+        self.register_buffer("cut_index", torch.from_numpy(flat_index.reshape(-1)), persistent=False)
+        self.register_buffer("cut_valid", torch.from_numpy(valid.astype(np.float32)), persistent=False)
+        self.weights_are_random = True
+
+    def pool_anchor_features(self, features: torch.Tensor) -> torch.Tensor:
+        """``[B, C, H, W]`` map → ``[B, N, C * fmap_h]``, channel-major like the reference's flattening."""
+        c = features.shape[1]
+        grid = features[:, :, :self.fmap_h, :self.fmap_w].reshape(-1, c, self.fmap_h * self.fmap_w)
+        cells = grid.index_select(2, self.cut_index).reshape(-1, c, self.n_anchors, self.fmap_h) * self.cut_valid
+        return cells.permute(0, 2, 1, 3).reshape(-1, self.n_anchors, c * self.fmap_h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = self.pool_anchor_features(self.conv1(self.feature_extractor(x)))
+        attention = spread_attention(torch.softmax(self.attention_layer(features), dim=-1))
+        head_input = torch.cat([torch.matmul(attention, features), features], dim=-1)
+        logits = self.cls_layer(head_input)
+        # Columns 2.. are the anchor plus [0, 0, length, offsets]; columns 0..1 are the logits alone.
+        shifts = torch.cat([torch.zeros_like(logits), self.reg_layer(head_input)], dim=-1)
+        return torch.cat([logits, self.anchors[:, 2:] + shifts], dim=-1)
+
+    def load_reference_checkpoint(self, path_or_state_dict) -> None:
+        """Load weights saved by the reference code (``{'model': state_dict, ...}``) or a bare state_dict."""
+        state = _read_state_dict(path_or_state_dict)
+        own = self.state_dict()
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        wrong_shape = sorted(k for k in set(own) & set(state) if tuple(state[k].shape) != tuple(own[k].shape))
+        if missing or unexpected or wrong_shape:
+            raise CheckpointMismatchError(self._mismatch_message(state, missing, unexpected, wrong_shape))
+        self.load_state_dict(state, strict=True)
+        self.weights_are_random = False
+
+    def _mismatch_message(self, state, missing, unexpected, wrong_shape) -> str:
+        lines = [f"the checkpoint does not fit LaneATT({self.backbone}, {self.n_anchors} anchors); "
+                 f"expected keys under {', '.join(CHECKPOINT_PREFIXES)}"]
+        for label, keys in (("missing", missing), ("unexpected", unexpected)):
+            if keys:
+                lines.append(f"{label} keys ({len(keys)}): {_listing(keys)}")
+        if wrong_shape:
+            own = self.state_dict()
+            lines.append("wrong shapes: " + _listing(
+                [f"{k} {list(state[k].shape)} (model {list(own[k].shape)})" for k in wrong_shape]))
+        weight = state.get("attention_layer.weight")
+        if weight is not None and weight.shape[0] + 1 != self.n_anchors:
+            lines.append(f"the checkpoint was trained with {weight.shape[0] + 1} anchors: build the model with "
+                         f"topk_anchors={weight.shape[0] + 1} and that dataset's anchor frequency file")
+        return "; ".join(lines)
+
+
+def _listing(keys, limit: int = 12) -> str:
+    shown = ", ".join(keys[:limit])
+    return shown if len(keys) <= limit else f"{shown}, ... ({len(keys) - limit} more)"
+
+
+def _read_state_dict(source) -> dict:
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            # weights_only: a checkpoint is untrusted input; the reference's own holds only tensors and numbers.
+            source = torch.load(os.fspath(source), map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise CheckpointMismatchError(f"cannot read checkpoint {os.fspath(source)}: "
+                                          f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(source, Mapping):
+        raise CheckpointMismatchError(f"a checkpoint must be a state_dict or {{'model': state_dict}}, "
+                                      f"got {type(source).__name__}")
+    state = source.get("model", source)
+    if not isinstance(state, Mapping) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointMismatchError("the checkpoint's 'model' entry is not a state_dict of tensors")
+    if state and all(k.startswith("module.") for k in state):  # saved from a DataParallel wrapper
+        state = {k[len("module."):]: v for k, v in state.items()}
+    return dict(state)
+
+
+def _read_frequencies(frequencies) -> np.ndarray:
+    if isinstance(frequencies, (str, os.PathLike)):
+        path = os.fspath(frequencies)
+        if path.endswith(".npy"):
+            return np.load(path)
+        # The reference ships these as torch.save'd tensors.
+        frequencies = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(frequencies, torch.Tensor):
+        frequencies = frequencies.detach().cpu().numpy()
+    return np.asarray(frequencies)
+
+
+def build_lane_model(backbone: str = "resnet18", checkpoint=None, topk_anchors: int | None = None,
+                     frequencies=None) -> LaneATT:
+    """A LaneATT in eval mode: all 2784 anchors, or the ``topk_anchors`` most frequent ones per ``frequencies``.
+
+    ``frequencies`` is an array, a tensor, or a path to a ``.npy`` or torch-saved tensor; ``checkpoint`` a path or
+    state_dict accepted by :meth:`LaneATT.load_reference_checkpoint`.
+    """
+    if (topk_anchors is None) != (frequencies is None):
+        raise ValueError("topk_anchors and frequencies go together: give both or neither")
+    anchors = make_anchors()
+    if topk_anchors is not None:
+        anchors = select_topk_anchors(anchors, _read_frequencies(frequencies), topk_anchors)
+    model = LaneATT(backbone, anchors=anchors)
+    if checkpoint is not None:
+        model.load_reference_checkpoint(checkpoint)
+    return model.eval()
+
+
+def show_random_lanes(model: LaneATT, rows: float = 48.0) -> LaneATT:
+    """Make an untrained model's lanes drawable: a random length head gives lanes of 0-2 rows, which decoding
+    drops, so the length bias is set to ``rows``. For demos and tests of the pipeline; it changes no trained
+    model (it refuses one that loaded a checkpoint)."""
+    if not model.weights_are_random:
+        raise ValueError("show_random_lanes is for untrained models; this one loaded a checkpoint")
+    with torch.no_grad():
+        model.reg_layer.bias[0] = rows
+    return model
