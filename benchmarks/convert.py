@@ -1,6 +1,7 @@
-"""Stage-by-stage wall time of edge-convert on torchvision's resnet18 (random weights, nothing downloaded).
+"""Stage-by-stage wall time of edge-convert on torchvision's resnet18 and on LaneATT (random weights, nothing
+downloaded).
 
-    python benchmarks/convert.py [--batch 4] [--samples 8] [--repeat 3]
+    python benchmarks/convert.py [--model resnet18|lane] [--batch 4] [--samples 8] [--repeat 3]
 
 Each stage's median over the repeats and its share of the whole run, measured in one process. On a machine
 without TensorRT the engine stages are absent and the report says so.
@@ -26,24 +27,29 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=4, help="max batch of the dynamic profile")
     parser.add_argument("--samples", type=int, default=8, help="inputs for the accuracy gate")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--model", choices=["resnet18", "lane"], default="resnet18")
     args = parser.parse_args()
 
-    model = torchvision.models.resnet18(weights=None).eval()
-    options = ConvertOptions(samples=args.samples, min_shapes={"input": (1, 3, 224, 224)},
-                             opt_shapes={"input": (1, 3, 224, 224)},
-                             max_shapes={"input": (args.batch, 3, 224, 224)})
+    if args.model == "lane":
+        from orinkit.lanes.model import build_lane_model
+
+        model, name, shape, output = build_lane_model("resnet18"), "image", (3, 360, 640), "proposals"
+    else:
+        model, name, shape, output = torchvision.models.resnet18(weights=None).eval(), "input", (3, 224, 224), "logits"
+    options = ConvertOptions(samples=args.samples, min_shapes={name: (1, *shape)}, opt_shapes={name: (1, *shape)},
+                             max_shapes={name: (args.batch, *shape)})
     runs: dict[str, list[float]] = {}
     totals = []
     for index in range(args.repeat):
         with tempfile.TemporaryDirectory() as work:
             started = time.perf_counter()
-            result = convert_torch(model, [torch.rand(1, 3, 224, 224)], Path(work) / "resnet18.edge", options,
-                                   input_names=["input"], output_names=["logits"], dynamic_batch=True)
+            result = convert_torch(model, [torch.rand(1, *shape)], Path(work) / "model.edge", options,
+                                   input_names=[name], output_names=[output], dynamic_batch=True)
             totals.append(time.perf_counter() - started)
         for stage in result.stages:
             runs.setdefault(stage.name, []).append(stage.seconds)
     total = statistics.median(totals)
-    print(f"edge-convert on resnet18 (torchvision, random weights), median of {args.repeat} runs")
+    print(f"edge-convert on {args.model} (random weights), median of {args.repeat} runs")
     print(f"{'stage':58} {'seconds':>8} {'share':>7}")
     for name, seconds in runs.items():
         median = statistics.median(seconds)
