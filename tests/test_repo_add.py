@@ -236,3 +236,15 @@ def test_signature_specs_parse_and_refuse():
     with pytest.raises(SignatureError, match="dims"):
         TensorSpec("x", "FP32", (0,))
     assert np.dtype(np.float16).name == "float16"
+
+
+def test_cli_parameters_reach_the_config(tmp_path):
+    runner = CliRunner()
+    args = ["add", str(DATA / "repository" / "add_sub" / "1" / "model.py"), "--repo", str(tmp_path), "--name", "p",
+            "--input", "x:FP32:4", "--output", "y:FP32:4", "--parameter", "top_k=4", "--parameter", "mode=fast"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    config = read_config(tmp_path / "p" / "config.pbtxt")
+    assert {k: v.string_value for k, v in config.parameters.items()} == {"top_k": "4", "mode": "fast"}
+    bad = runner.invoke(main, [*args[:-4], "--name", "q", "--parameter", "novalue"])
+    assert bad.exit_code == 4 and "is not KEY=VALUE" in bad.output
