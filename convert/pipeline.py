@@ -28,11 +28,10 @@ from orinkit.convert.samples import load_samples, random_samples
 from orinkit.convert.shapes import InputProfile, resolve_profiles
 from orinkit.core.files import atomic_write_text, building_directory
 from orinkit.core.version import __version__
+from orinkit.repo.dtypes import from_onnx
 
 Progress = Callable[[str], None]
 FP32_ONNX, FP16_ONNX, PLAN, REPORT = "model.onnx", "model.fp16.onnx", "model.plan", "report.json"
-_NUMPY = {1: np.float32, 10: np.float16, 11: np.float64, 6: np.int32, 7: np.int64, 2: np.uint8, 3: np.int8,
-          9: np.bool_}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +135,7 @@ def tensorrt_available() -> bool:
 
 def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions):
     initializers = {i.name for i in model.graph.initializer}
-    dtypes = {i.name: _NUMPY.get(i.type.tensor_type.elem_type, np.float32)
+    dtypes = {i.name: np.dtype(from_onnx(i.type.tensor_type.elem_type).numpy)
               for i in model.graph.input if i.name not in initializers}
     inputs = {name: (dtypes[name], profiles[name].opt) for name in prepared.inputs}
     if options.data is not None:
