@@ -33,6 +33,7 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=30, help="timed requests")
     parser.add_argument("--work", type=Path, default=None, help="keep the ONNX files and repository here")
     parser.add_argument("--conf-threshold", type=float, default=0.5)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (without --checkpoint)")
     args = parser.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="orinkit-lanes-"))
     try:
@@ -54,6 +55,9 @@ def _run(args, work: Path) -> int:
     from orinkit.server.testing import start_on_free_ports
 
     started = _step(f"[1/5] LaneATT ({args.backbone}) in torch")
+    import torch
+
+    torch.manual_seed(args.seed)  # the same random weights, so the same lanes, on every run
     model = build_lane_model(args.backbone, checkpoint=args.checkpoint)
     if model.weights_are_random:
         show_random_lanes(model)
