@@ -8,11 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orinkit.client.errors import InvalidInputError
-
-# Triton datatype → numpy dtype ("BYTES" travels as numpy object arrays of bytes).
-NUMPY = {"BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
-         "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,
-         "FP32": np.float32, "FP64": np.float64, "BYTES": np.object_}
+from orinkit.repo.dtypes import dtype
 
 
 @dataclass(frozen=True)
@@ -23,7 +19,7 @@ class Tensor:
 
     @property
     def numpy_dtype(self):
-        return NUMPY[self.datatype]
+        return np.dtype(dtype(self.datatype).numpy).type
 
 
 @dataclass(frozen=True)
