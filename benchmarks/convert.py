@@ -57,7 +57,8 @@ def main() -> int:
     print(f"{'total (wall, including writing the output)':58} {total:8.2f} {1:7.1%}")
     if not result.engine_built:
         print("no TensorRT here: the engine build and the engine's own accuracy check run on the device")
-    print(f"gate: {result.gate.metrics[0].describe()}; kept in FP32: {list(result.keep_fp32) or 'none'}")
+    print(f"gate: {result.gate.final.metrics[0].describe()} (decided by the {result.gate.decided_by}); "
+          f"kept in FP32: {list(result.keep_fp32) or 'none'}")
     return 0
 
 

@@ -13,19 +13,22 @@ from orinkit.convert.errors import (
     EngineBuildError,
     Fp16GraphError,
     InputModelError,
+    LibraryCrashError,
+    MetricError,
     SampleDataError,
     ShapeSpecError,
     StaleEngineError,
     TorchExportError,
 )
-from orinkit.convert.fp16.metrics import Tolerances
+from orinkit.convert.fp16.criteria import Criterion
+from orinkit.convert.fp16.task_metrics import MetricResult
 from orinkit.convert.pipeline import ConvertOptions, ConvertResult, convert_onnx, convert_torch
 from orinkit.convert.torch_export import export_torch
 from orinkit.convert.verify import EngineVerdict, ensure_engine, verify_engine
 
 __all__ = [
-    "ConvertOptions", "ConvertResult", "convert_onnx", "convert_torch", "export_torch", "Tolerances",
+    "ConvertOptions", "ConvertResult", "convert_onnx", "convert_torch", "export_torch", "Criterion", "MetricResult",
     "EngineVerdict", "verify_engine", "ensure_engine", "ConvertError", "InputModelError", "ShapeSpecError",
     "TorchExportError", "SampleDataError", "AccuracyGateError", "Fp16GraphError", "EngineBuildError", "DlaError",
-    "StaleEngineError",
+    "StaleEngineError", "MetricError", "LibraryCrashError",
 ]

@@ -8,15 +8,19 @@ import sys
 from pathlib import Path
 
 import click
-
 from orinkit.convert.errors import ConvertError, ShapeSpecError
-from orinkit.convert.fp16.metrics import Tolerances
-from orinkit.convert.pipeline import ConvertOptions, ConvertResult, convert_onnx, convert_torch
+from orinkit.convert.fp16.criteria import Criterion
+from orinkit.convert.pipeline import (
+    ConvertOptions,
+    ConvertResult,
+    convert_onnx,
+    convert_torch,
+)
 from orinkit.convert.samples import parse_ranges
 from orinkit.convert.shapes import parse_shapes
+from orinkit.core.cli import CommandError
 from orinkit.core.errors import OrinkitError
 from orinkit.core.optional import require
-from orinkit.core.cli import CommandError
 
 
 def _torch_inputs(specs: tuple[str, ...]):
@@ -32,6 +36,19 @@ def _torch_inputs(specs: tuple[str, ...]):
     if not names:
         raise ShapeSpecError("--torch needs at least one --input NAME:DIMS", hint="add --input input:1x3x360x640")
     return names, tensors
+
+
+def _criterion(kind: str, max_range_error, min_cosine, atol, rtol) -> Criterion:
+    if kind == "range" and (atol is not None or rtol is not None):
+        raise ConvertError("--atol/--rtol apply to the elementwise criterion only",
+                           hint="add --criterion elementwise, or use --max-range-error")
+    if kind == "elementwise" and max_range_error is not None:
+        raise ConvertError("--max-range-error applies to the range criterion only",
+                           hint="drop it, or leave --criterion at range")
+    if kind == "range":
+        return Criterion(max_range_error=Criterion.max_range_error if max_range_error is None else max_range_error,
+                         min_cosine=min_cosine)
+    return Criterion(kind="elementwise", atol=atol, rtol=rtol, min_cosine=min_cosine)
 
 
 def _workspace(text: str) -> int | None:
@@ -75,9 +92,21 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--samples", type=int, default=8, show_default=True, help="Random inputs for the accuracy gate.")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with the gate's inputs.")
 @click.option("--input-range", default=None, help="Random input ranges: input:0,1;other:-1,1 (default 0,1).")
-@click.option("--atol", type=float, default=Tolerances.atol, show_default=True)
-@click.option("--rtol", type=float, default=Tolerances.rtol, show_default=True)
-@click.option("--min-cosine", type=float, default=Tolerances.min_cosine, show_default=True)
+@click.option("--max-batch", type=int, default=None,
+              help="A dynamic batch axis given no shapes: build for batches 1..N (default 8).")
+@click.option("--criterion", type=click.Choice(["range", "elementwise"]), default="range", show_default=True,
+              help="range: error relative to each output's range, and cosine; elementwise: atol + rtol·|fp32|.")
+@click.option("--max-range-error", type=float, default=None,
+              help=f"range: max |fp16 - fp32| / max |fp32| per output [default: {Criterion.max_range_error}].")
+@click.option("--min-cosine", type=float, default=Criterion.min_cosine, show_default=True)
+@click.option("--atol", type=float, default=None, help="elementwise: absolute tolerance [default: 0.01].")
+@click.option("--rtol", type=float, default=None, help="elementwise: relative tolerance [default: 0.01].")
+@click.option("--metric", default=None,
+              help="Judge FP16 by the task instead: topk[:K][@OUTPUT], lanes, or package.module:function.")
+@click.option("--min-agreement", type=float, default=None, help="--metric: the agreement that passes [default: 0.99].")
+@click.option("--gate-budget", type=float, default=60.0, show_default=True,
+              help="Seconds the search for FP32 nodes may take; it ends with the best passing set found.")
+@click.option("--keep-fp32", default=None, help="Nodes to keep in FP32 whatever the gate says (comma-separated).")
 @click.option("--no-simplify", is_flag=True, help="Skip onnxsim.")
 @click.option("--workspace", default="auto", show_default=True, help="TensorRT workspace in MiB, or auto.")
 @click.option("--timing-cache", type=click.Path(path_type=Path), default=None, help="Timing cache file to reuse.")
@@ -92,8 +121,9 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
               help="Check that this plan matches the device and TensorRT; rebuild it from MODEL when not.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (progress on stderr).")
 def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset, output, force, shapes, min_shapes,
-         opt_shapes, max_shapes, fp16, samples, data, input_range, atol, rtol, min_cosine, no_simplify, workspace,
-         timing_cache, dla_core, benchmark, repository, name, runtime, verify_plan, as_json) -> None:
+         opt_shapes, max_shapes, fp16, samples, data, input_range, max_batch, criterion, max_range_error, min_cosine,
+         atol, rtol, metric, min_agreement, gate_budget, keep_fp32, no_simplify, workspace, timing_cache, dla_core,
+         benchmark, repository, name, runtime, verify_plan, as_json) -> None:
     """Convert MODEL (.onnx) or a --torch model: validate, simplify, gate FP16, and build a TensorRT plan."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
@@ -106,8 +136,10 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
         options = ConvertOptions(
             shapes=parse_shapes(shapes), min_shapes=parse_shapes(min_shapes, flag="--min-shapes"),
             opt_shapes=parse_shapes(opt_shapes, flag="--opt-shapes"),
-            max_shapes=parse_shapes(max_shapes, flag="--max-shapes"), fp16=fp16,
-            tolerances=Tolerances(atol=atol, rtol=rtol, min_cosine=min_cosine), samples=samples, data=data,
+            max_shapes=parse_shapes(max_shapes, flag="--max-shapes"), max_batch=max_batch, fp16=fp16,
+            criterion=_criterion(criterion, max_range_error, min_cosine, atol, rtol), metric=metric,
+            min_agreement=min_agreement, gate_budget=gate_budget,
+            keep_fp32=tuple(n.strip() for n in (keep_fp32 or "").split(",") if n.strip()), samples=samples, data=data,
             input_ranges=parse_ranges(input_range), simplify=not no_simplify, workspace=_workspace(workspace),
             timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark,
         )

@@ -7,11 +7,13 @@
     ├── ShapeSpecError         a --shapes/--min-shapes/... string that is malformed or does not fit the model (exit 4)
     ├── TorchExportError       the torch model cannot be loaded, exported, or its ONNX disagrees with torch (exit 4)
     ├── SampleDataError        --data that does not fit the model's inputs (exit 4)
-    ├── AccuracyGateError      FP16 cannot meet the tolerances even with nodes kept in FP32 (exit 7)
+    ├── MetricError            a --metric that cannot be loaded, does not fit the outputs, or sees nothing (exit 4)
+    ├── AccuracyGateError      FP16 cannot meet the criterion even with nodes kept in FP32 (exit 7)
     ├── Fp16GraphError         the FP16 ONNX graph could not be made valid (exit 7)
     ├── EngineBuildError       TensorRT failed to build the engine, after every workspace retry (exit 6)
     │   └── DlaError           DLA asked for where there is none, or with a precision it cannot run (exit 4)
-    └── StaleEngineError       a plan does not match this device or TensorRT and cannot be rebuilt (exit 8)
+    ├── StaleEngineError       a plan does not match this device or TensorRT and cannot be rebuilt (exit 8)
+    └── LibraryCrashError      onnxruntime (or another native library) crashed in orinkit's child process (exit 6)
     ManifestError (orinkit.convert.manifest)  a plan's manifest that is missing or unreadable (exit 4)
 """
 
@@ -43,6 +45,10 @@ class SampleDataError(ConvertError):
     pass
 
 
+class MetricError(ConvertError):
+    pass
+
+
 class AccuracyGateError(ConvertError):
     exit_code = EXIT_ACCURACY
 
@@ -65,3 +71,7 @@ class DlaError(EngineBuildError):
 
 class StaleEngineError(ConvertError):
     exit_code = EXIT_STALE
+
+
+class LibraryCrashError(ConvertError):
+    exit_code = EXIT_SERVER

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
 from orinkit.convert.errors import InputModelError
+from orinkit.core.errors import ChildCrashedError
+from orinkit.core.failpoints import reach
+from orinkit.core.isolation import run_isolated
 from orinkit.core.optional import require
 
 # protobuf cannot serialise a message of 2 GiB or more; such models keep their weights as external data.
@@ -73,19 +77,39 @@ def declared_inputs(model) -> dict[str, tuple[int, ...]]:
     }
 
 
-def simplify(model) -> tuple[object, bool, str]:
-    """onnxsim's simplified model, or the original with the reason it was kept."""
+def simplify_file(source: str, destination: str) -> str:
+    """Run in a child process: onnxsim on the model at ``source``, saved to ``destination``; "" on success,
+    else why the model was kept as it is."""
+    onnx = require("onnx")
+    reach("onnxsim-crash", signal=signal.SIGSEGV)
+    try:
+        onnxsim = require("onnxsim")
+        simplified, ok = onnxsim.simplify(onnx.load(source))
+    except Exception as exc:  # onnxsim raises RuntimeError and many others on unsupported graphs
+        return f"not simplified: onnxsim failed ({type(exc).__name__}: {str(exc)[:200]})"
+    if not ok:
+        return "not simplified: onnxsim's result did not match the original on its check"
+    onnx.save(simplified, destination)
+    return ""
+
+
+def simplify(model, folder: Path) -> tuple[object, bool, str]:
+    """onnxsim's simplified model, or the original with the reason it was kept. onnxsim runs in a child
+    process: it is native code that can crash on unusual graphs, and then the model is kept unsimplified."""
+    onnx = require("onnx")
     size = model.ByteSize()
     if size > PROTOBUF_LIMIT:
         return model, False, f"not simplified: the model is {size / 2**30:.1f} GiB, over protobuf's 2 GiB limit"
+    source, destination = folder / ".unsimplified.onnx", folder / ".simplified.onnx"
+    onnx.save(model, str(source))
     try:
-        onnxsim = require("onnxsim")
-        simplified, ok = onnxsim.simplify(model)
-    except Exception as exc:  # onnxsim raises RuntimeError and many others on unsupported graphs
-        return model, False, f"not simplified: onnxsim failed ({type(exc).__name__}: {str(exc)[:200]})"
-    if not ok:
-        return model, False, "not simplified: onnxsim's result did not match the original on its check"
-    return simplified, True, ""
+        note = run_isolated("onnxsim", f"{__name__}:simplify_file", str(source), str(destination))
+        return (model, False, note) if note else (onnx.load(str(destination)), True, "")
+    except ChildCrashedError as exc:
+        return model, False, f"not simplified: {exc.message}; the unsimplified model is used"
+    finally:
+        source.unlink(missing_ok=True)
+        destination.unlink(missing_ok=True)
 
 
 def save(model, path: Path) -> Path:
@@ -106,7 +130,7 @@ def prepare(source: str | os.PathLike[str], destination: Path, *, simplify_model
     note = ""
     simplified = False
     if simplify_model:
-        model, simplified, note = simplify(model)
+        model, simplified, note = simplify(model, destination.parent)
     else:
         note = "not simplified: asked not to"
     name_nodes(model)

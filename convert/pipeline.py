@@ -15,15 +15,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-
 from orinkit.convert.errors import AccuracyGateError, ConvertError
 from orinkit.convert.facts import current_facts
 from orinkit.convert.fp16.convert import to_fp16
+from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.fp16.emulate import run
-from orinkit.convert.fp16.gate import GateReport, run_gate
-from orinkit.convert.fp16.metrics import Tolerances, compare
-from orinkit.convert.manifest import EngineManifest, ProfileShape, describe_engine, write_manifest
-from orinkit.convert.onnx_prep import PreparedModel, prepare
+from orinkit.convert.fp16.gate import GateOptions, GateReport, judge, run_gate
+from orinkit.convert.fp16.task_metrics import parse_metric
+from orinkit.convert.manifest import (
+    EngineManifest,
+    ProfileShape,
+    describe_engine,
+    write_manifest,
+)
+from orinkit.convert.onnx_prep import PreparedModel, declared_inputs, prepare
 from orinkit.convert.samples import load_samples, random_samples
 from orinkit.convert.shapes import InputProfile, resolve_profiles
 from orinkit.core.files import atomic_write_text, building_directory
@@ -42,8 +47,14 @@ class ConvertOptions:
     min_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     opt_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     max_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    max_batch: int | None = None  # a dynamic batch axis given no shapes: 1..max_batch (default 8)
     fp16: bool = True
-    tolerances: Tolerances = Tolerances()
+    criterion: Criterion = Criterion()
+    metric: str | None = None  # topk[:K][@OUTPUT], lanes, or package.module:function
+    min_agreement: float | None = None  # the metric's pass mark (default 0.99)
+    gate_budget: float = 60.0  # seconds for the search of FP32 nodes
+    keep_fp32: tuple[str, ...] = ()  # nodes kept in FP32 whatever the gate says
+    replay: bool = False  # judge keep_fp32 as it is, no search: what a stale-engine rebuild does
     samples: int = 8
     data: Path | None = None
     input_ranges: Mapping[str, tuple[float, float]] = field(default_factory=dict)
@@ -58,6 +69,23 @@ class ConvertOptions:
     def __post_init__(self) -> None:
         if self.samples < 1:
             raise ConvertError(f"--samples {self.samples} is below 1", hint="use 1 or more")
+        if not self.fp16 and (self.keep_fp32 or self.gate_budget != 60.0):
+            raise ConvertError("--keep-fp32 and --gate-budget shape the FP16 gate, which --no-fp16 skips",
+                               hint="drop them, or convert with FP16")
+        parse_metric(self.metric, self.min_agreement)  # a bad spec fails now, not after the slow stages
+
+    def gate_options(self) -> GateOptions:
+        return GateOptions(criterion=self.criterion, metric=parse_metric(self.metric, self.min_agreement),
+                           budget_s=self.gate_budget, keep_fp32=tuple(self.keep_fp32), search=not self.replay)
+
+    def recorded(self) -> dict:
+        """What shaped the plan, for the manifest: a stale-engine rebuild replays it (see verify.rebuild_plan)."""
+        return {"fp16": self.fp16, "criterion": self.criterion.as_dict(), "metric": self.metric,
+                "min_agreement": self.min_agreement, "samples": self.samples, "seed": self.seed,
+                "input_ranges": {k: list(v) for k, v in self.input_ranges.items()},
+                "data": None if self.data is None else str(self.data), "simplify": self.simplify,
+                "workspace_requested": self.workspace, "dla_core": self.dla_core,
+                "timing_cache": None if self.timing_cache is None else str(self.timing_cache)}
 
 
 @dataclass
@@ -80,9 +108,11 @@ class ConvertResult:
     notes: list[str]
     engine: dict | None = None
     benchmark: dict | None = None
+    options: dict = field(default_factory=dict)
 
     def report(self) -> dict:
         return {
+            "shapes": {n: p.describe(n) for n, p in self.profiles.items()},
             "orinkit_version": __version__,
             "output": str(self.output),
             "artifacts": {k: str(v) for k, v in self.artifacts.items()},
@@ -90,23 +120,14 @@ class ConvertResult:
             "source_sha256": self.prepared.source_sha256,
             "simplified": self.prepared.simplified,
             "profiles": {n: asdict(p) for n, p in self.profiles.items()},
-            "gate": _gate_dict(self.gate),
+            "gate": None if self.gate is None else self.gate.as_dict(),
             "keep_fp32": list(self.keep_fp32),
             "engine_built": self.engine_built,
             "engine": self.engine,
             "benchmark": self.benchmark,
             "notes": self.notes,
+            "options": self.options,
         }
-
-
-def _gate_dict(gate: GateReport | None) -> dict | None:
-    if gate is None:
-        return None
-    data = asdict(gate)
-    for key in ("metrics", "first_metrics"):
-        for metric in data[key]:
-            metric["max_abs"] = metric["max_abs"] if np.isfinite(metric["max_abs"]) else "inf"
-    return data
 
 
 class _Stages:
@@ -143,6 +164,29 @@ def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOpt
     return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed)
 
 
+def _profiles_for(options: ConvertOptions):
+    def resolve(inputs):
+        return resolve_profiles(inputs, shapes=options.shapes, min_shapes=options.min_shapes,
+                                opt_shapes=options.opt_shapes, max_shapes=options.max_shapes,
+                                max_batch=options.max_batch)
+
+    return resolve
+
+
+def _announce_shapes(source: Path, options: ConvertOptions, progress: Progress) -> None:
+    """The first line: the shapes the engine will take, defaults included (as trtexec prints its batch)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(source), load_external_data=False)
+    except Exception:  # noqa: BLE001 - prepare() reports an unreadable model with its own typed error
+        return
+    if not model.graph.input:
+        return
+    profiles = _profiles_for(options)(declared_inputs(model))
+    progress("shapes: " + "; ".join(p.describe(n) for n, p in profiles.items()))
+
+
 def convert_onnx(
     source: str | os.PathLike[str],
     output: str | os.PathLike[str],
@@ -159,34 +203,34 @@ def convert_onnx(
     if output.exists() and not force:
         raise ConvertError(f"{output} already exists", hint="pass --force to replace it, or choose another --output")
     build = tensorrt_available() if options.engine is None else options.engine
+    gate_options = options.gate_options() if options.fp16 else None
+    _announce_shapes(source, options, progress)
     stages = _Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
                      + int(options.benchmark))
     stages.done.extend(earlier_stages)
     notes: list[str] = []
     with building_directory(output) as staging:
-        def profiles_for(inputs):
-            return resolve_profiles(inputs, shapes=options.shapes, min_shapes=options.min_shapes,
-                                    opt_shapes=options.opt_shapes, max_shapes=options.max_shapes)
-
         prepared = stages.run("validate and simplify the ONNX model", prepare, source, staging / FP32_ONNX,
-                              simplify_model=options.simplify, check_inputs=profiles_for)
+                              simplify_model=options.simplify, check_inputs=_profiles_for(options))
         if prepared.note:
             notes.append(prepared.note)
             progress(prepared.note)
         model = onnx.load(str(prepared.path))
-        profiles = profiles_for(prepared.inputs)
+        profiles = _profiles_for(options)(prepared.inputs)
         samples = stages.run("make the gate's input samples", _sample_inputs, prepared, profiles, model, options)
         artifacts = {"fp32_onnx": output / FP32_ONNX}
         gate, keep = None, ()
         if options.fp16:
-            gate = stages.run("FP16 accuracy gate (FP32 onnxruntime vs FP16 emulation)", run_gate, model, samples,
-                              options.tolerances, progress=progress)
-            for metric in gate.metrics:
-                progress(f"  {metric.describe()}")
-            if gate.keep_fp32:
-                progress(f"  kept in FP32: {', '.join(gate.keep_fp32)}")
+            gate = stages.run("FP16 accuracy gate (FP32 onnxruntime vs FP16 emulation)", run_gate, prepared.path,
+                              samples, gate_options, progress=progress)
+            _describe_gate(gate, progress)
+            if not gate.passed:  # only a replay, which may not search, can end here
+                raise AccuracyGateError(
+                    f"the recorded FP32 nodes no longer make FP16 pass the {gate.decided_by}: "
+                    + "; ".join(line for line in gate.final.lines() if "FAIL" in line),
+                    report=gate, hint="convert again with edge-convert (a full run searches the nodes anew)")
             fp16_model, keep = stages.run("write the FP16 ONNX graph", to_fp16, model, gate.keep_fp32,
-                                          sample=samples[0])
+                                          sample=samples[0], progress=progress)
             onnx.save(fp16_model, str(staging / FP16_ONNX))
             artifacts["fp16_onnx"] = output / FP16_ONNX
         engine_info = bench = None
@@ -200,7 +244,7 @@ def convert_onnx(
                          "engine is built on the device (run edge-convert there)")
             progress(notes[-1])
         result = ConvertResult(output, artifacts, stages.done, prepared, profiles, gate, keep, build, notes,
-                               engine_info, bench)
+                               engine_info, bench, options.recorded())
         artifacts["report"] = output / REPORT
         atomic_write_text(staging / REPORT, json.dumps(result.report(), indent=2) + "\n")
         if output.exists():
@@ -209,6 +253,20 @@ def convert_onnx(
             os.rename(output, old)
             shutil.rmtree(old)
     return result
+
+
+def _describe_gate(gate: GateReport, progress: Progress) -> None:
+    for line in gate.final.lines():
+        progress(f"  {line}")
+    progress(f"  decided by the {gate.decided_by}")
+    if gate.keep_fp32:
+        progress(f"  kept in FP32: {len(gate.keep_fp32)} of {gate.nodes} nodes ({', '.join(gate.keep_fp32[:8])}"
+                 f"{', …' if len(gate.keep_fp32) > 8 else ''}); {gate.fp16_fraction:.0%} in FP16")
+    else:
+        progress(f"  every one of the {gate.nodes} nodes runs in FP16")
+    progress(f"  {gate.evaluations} evaluation(s) in {gate.seconds:.1f} s")
+    for note in gate.notes:
+        progress(f"  note: {note}")
 
 
 def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress):
@@ -232,21 +290,22 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
         precision="fp16" if options.fp16 else "fp32",
         build={**facts.as_dict(), "tensorrt_version": built.tensorrt_version, "onnx_sha256": prepared.source_sha256,
                "keep_fp32": list(keep), "fp16_mode": built.fp16_mode, "workspace_bytes": built.workspace,
-               "dla_core": options.dla_core, "orinkit_version": __version__,
+               "dla_core": options.dla_core, "orinkit_version": __version__, "options": options.recorded(),
                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     )
     write_manifest(plan, manifest)
     names = [o.name for o in model.graph.output]
+    metric = parse_metric(options.metric, options.min_agreement)
     with TrtRunner(built.plan) as runner:
         engine_outputs = [[runner.infer(s)[n] for n in names] for s in samples]
-        metrics = compare(names, run(model, samples), engine_outputs, options.tolerances)
-        for metric in metrics:
-            progress(f"  engine {metric.describe()}")
-        if not all(m.passed for m in metrics):
+        verdict = judge(names, run(model, samples), engine_outputs, options.criterion, metric)
+        for line in verdict.lines():
+            progress(f"  engine {line}")
+        if not verdict.passed:
             raise AccuracyGateError(
-                "the FP16 engine misses the tolerances on this device although the emulation met them: "
-                + "; ".join(m.describe() for m in metrics if not m.passed),
-                hint="loosen --atol/--rtol, or convert with --no-fp16",
+                "the FP16 engine misses the gate on this device although the emulation met it: "
+                + "; ".join(line for line in verdict.lines() if "FAIL" in line),
+                hint="keep more nodes in FP32 (--keep-fp32), or convert with --no-fp16",
             )
         bench = None
         if options.benchmark:
@@ -255,7 +314,8 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
             bench = asdict(report)
     engine = {"tensorrt_version": built.tensorrt_version, "fp16_mode": built.fp16_mode,
               "workspace_bytes": built.workspace, "attempts": [asdict(a) for a in built.attempts],
-              "metrics": [asdict(m) for m in metrics]}
+              "verdict": {"passed": verdict.passed, "outputs": [asdict(m) for m in verdict.metrics],
+                          "task": None if verdict.task is None else asdict(verdict.task)}}
     return engine, bench
 
 
@@ -284,6 +344,7 @@ def convert_torch(
                               output_names=output_names, dynamic_batch=dynamic_batch, opset=opset or DEFAULT_OPSET)
         seconds = time.perf_counter() - started
         diffs = ", ".join(f"{n} {d:.2g}" for n, d in report.max_abs_diff.items())
-        progress(f"[torch] exported in {seconds:.2f} s (max abs diff vs torch: {diffs})")
+        via = " by the dynamo exporter (the TorchScript one could not trace it)" if report.exporter == "dynamo" else ""
+        progress(f"[torch] exported{via} in {seconds:.2f} s (max abs diff vs torch: {diffs})")
         return convert_onnx(report.path, output, options, force=force, progress=progress,
                             earlier_stages=[Stage("export from torch", round(seconds, 3), diffs)])

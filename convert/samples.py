@@ -53,8 +53,8 @@ def random_samples(
 
 def load_samples(path: str | os.PathLike[str], inputs: Mapping[str, tuple[np.dtype, tuple[int, ...]]]
                  ) -> list[Sample]:
-    """Samples from an .npz holding one array per input name: the input's shape (one sample) or with an extra
-    leading axis (several)."""
+    """Samples from an .npz holding one array per input name: the input's shape (one sample), with an extra
+    leading axis (several), or, for an input shaped for batch 1, a batch of N (N samples of batch 1)."""
     path = Path(path)
     try:
         archive = np.load(path, allow_pickle=False)
@@ -68,7 +68,9 @@ def load_samples(path: str | os.PathLike[str], inputs: Mapping[str, tuple[np.dty
         stacked = {}
         for name, (dtype, shape) in inputs.items():
             array = archive[name]
-            if array.ndim == len(shape):
+            if array.ndim == len(shape) and shape[:1] == (1,) and array.shape[1:] == tuple(shape[1:]):
+                array = array[:, None]  # a batch of frames for a model tuned for batch 1: one sample per frame
+            elif array.ndim == len(shape):
                 array = array[None]
             if array.ndim != len(shape) + 1 or any(s not in (-1, a) for s, a in zip(shape, array.shape[1:])):
                 raise SampleDataError(f"array '{name}' in {path} has shape {list(array.shape)}, but the input is "

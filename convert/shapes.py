@@ -11,6 +11,9 @@ from orinkit.convert.errors import ShapeSpecError
 
 _ITEM = re.compile(r"^(?P<name>.+?):(?P<dims>\d+(?:x\d+)*)$")
 Shape = tuple[int, ...]
+# A dynamic batch axis with no shapes given is built for batches 1..8, tuned for 1 (trtexec tunes for 1 too);
+# edge-repo's default max_batch_size for such a model is the same 8, so the plan and its config agree.
+DEFAULT_MAX_BATCH = 8
 
 
 def parse_shapes(text: str | None, *, flag: str = "--shapes") -> dict[str, Shape]:
@@ -41,6 +44,19 @@ class InputProfile:
     min: Shape
     opt: Shape
     max: Shape
+    batch_default: bool = False  # a dynamic batch axis given no shapes: 1..max_batch, opt 1
+
+    def describe(self, name: str) -> str:
+        def text(shape: Shape) -> str:
+            return "x".join(map(str, shape))
+
+        if self.static:
+            return f"{name} {text(self.opt)}"
+        line = f"{name} min {text(self.min)}, opt {text(self.opt)}, max {text(self.max)}"
+        if self.batch_default:
+            line += (f" (dynamic batch: 1..{self.max[0]} by default; --max-batch N or "
+                     "--min-shapes/--opt-shapes/--max-shapes to choose)")
+        return line
 
     @property
     def static(self) -> bool:
@@ -58,10 +74,15 @@ def resolve_profiles(
     min_shapes: Mapping[str, Shape] | None = None,
     opt_shapes: Mapping[str, Shape] | None = None,
     max_shapes: Mapping[str, Shape] | None = None,
+    max_batch: int | None = None,
 ) -> dict[str, InputProfile]:
     """One profile per model input (``inputs``: name → declared shape, -1 for dynamic axes).
 
-    A fully static input needs nothing; a dynamic one needs ``shapes`` or all three of min/opt/max."""
+    A fully static input needs nothing; one whose only dynamic axis is the first (the batch) gets batches
+    1..``max_batch`` (default :data:`DEFAULT_MAX_BATCH`), tuned for 1; other dynamic axes need ``shapes`` or all
+    three of min/opt/max."""
+    if max_batch is not None and max_batch < 1:
+        raise ShapeSpecError(f"--max-batch {max_batch} is below 1", hint="use 1 or more")
     shapes, min_shapes = dict(shapes or {}), dict(min_shapes or {})
     opt_shapes, max_shapes = dict(opt_shapes or {}), dict(max_shapes or {})
     named = {**shapes, **min_shapes, **opt_shapes, **max_shapes}
@@ -88,11 +109,17 @@ def resolve_profiles(
             profile = InputProfile(min_shapes[name], opt_shapes[name], max_shapes[name])
         elif -1 not in declared:
             profile = InputProfile(declared, declared, declared)
+        elif declared[0] == -1 and -1 not in declared[1:]:
+            top = DEFAULT_MAX_BATCH if max_batch is None else max_batch
+            profile = InputProfile((1, *declared[1:]), (1, *declared[1:]), (top, *declared[1:]), batch_default=True)
         else:
+            letters = iter("HWDEFG")
+            example = "x".join(str(d) if d > 0 else ("1" if i == 0 else next(letters, "N"))
+                               for i, d in enumerate(declared))
             raise ShapeSpecError(
-                f"input '{name}' has dynamic axes {list(declared)} and no shape was given",
-                hint=f"pass --shapes {name}:{'x'.join(str(d if d > 0 else 1) for d in declared)} "
-                     "or --min-shapes/--opt-shapes/--max-shapes",
+                f"input '{name}' has dynamic axes beyond the batch {list(declared)} and no shape was given",
+                hint=f"pass the sizes you will serve, e.g. --shapes {name}:{example} with the letters replaced by "
+                     "sizes, or --min-shapes/--opt-shapes/--max-shapes for a range",
             )
         for label, shape in (("min", profile.min), ("opt", profile.opt), ("max", profile.max)):
             if not _fits(declared, shape):
@@ -106,4 +133,7 @@ def resolve_profiles(
                 f"{list(profile.max)}", hint="reorder the shapes",
             )
         profiles[name] = profile
+    if max_batch is not None and not any(p.batch_default for p in profiles.values()):
+        raise ShapeSpecError("--max-batch applies to inputs whose batch axis is dynamic and given no shapes; this "
+                             "model has none", hint="drop --max-batch, or set the batch in --max-shapes")
     return profiles

@@ -76,23 +76,50 @@ def ensure_engine(
     return verdict, True
 
 
+def replayed_options(manifest):
+    """The :class:`ConvertOptions` that rebuild a plan as its manifest records it: the same profiles, FP32
+    nodes (judged as they are, never searched again), criterion, metric, samples, workspace and DLA core."""
+    from orinkit.convert.fp16.criteria import Criterion
+    from orinkit.convert.pipeline import ConvertOptions
+
+    profile = manifest.profiles[0] if manifest.profiles else {}
+    recorded = manifest.build.get("options", {})
+    data = recorded.get("data")
+    return ConvertOptions(
+        min_shapes={n: p.min for n, p in profile.items()},
+        opt_shapes={n: p.opt for n, p in profile.items()},
+        max_shapes={n: p.max for n, p in profile.items()},
+        fp16=manifest.precision == "fp16",
+        criterion=Criterion.from_dict(recorded.get("criterion", {})),
+        metric=recorded.get("metric"),
+        min_agreement=recorded.get("min_agreement"),
+        keep_fp32=tuple(manifest.build.get("keep_fp32", ())),
+        replay=True,
+        samples=recorded.get("samples", 8),
+        seed=recorded.get("seed", 0),
+        input_ranges={k: tuple(v) for k, v in recorded.get("input_ranges", {}).items()},
+        data=Path(data) if data and Path(data).is_file() else None,
+        simplify=recorded.get("simplify", True),
+        engine=True,
+        workspace=recorded.get("workspace_requested"),
+        dla_core=manifest.build.get("dla_core"),
+        timing_cache=Path(recorded["timing_cache"]) if recorded.get("timing_cache") else None,
+    )
+
+
 def rebuild_plan(plan: Path, onnx: Path, *, progress=lambda message: None) -> None:
     """Build ``onnx`` again with the recorded profiles, precision and FP32 nodes, and swap the plan in."""
     import shutil
     import tempfile
 
-    from orinkit.convert.pipeline import PLAN, ConvertOptions, convert_onnx
+    from orinkit.convert.pipeline import PLAN, convert_onnx
 
     manifest = read_manifest(plan)
-    profile = manifest.profiles[0] if manifest.profiles else {}
-    options = ConvertOptions(
-        min_shapes={n: p.min for n, p in profile.items()},
-        opt_shapes={n: p.opt for n, p in profile.items()},
-        max_shapes={n: p.max for n, p in profile.items()},
-        fp16=manifest.precision == "fp16",
-        engine=True,
-        dla_core=manifest.build.get("dla_core"),
-    )
+    options = replayed_options(manifest)
+    progress("replaying the recorded build: " + ", ".join(
+        f"{k}={v}" for k, v in (("precision", manifest.precision), ("kept FP32 nodes", len(options.keep_fp32)),
+                                ("criterion", options.criterion.kind), ("metric", options.metric),
+                                ("workspace", options.workspace or "auto"), ("DLA core", options.dla_core))))
     with tempfile.TemporaryDirectory(prefix=".rebuild-", dir=plan.parent) as work:
         result = convert_onnx(onnx, Path(work) / "out", options, progress=progress)
         fresh = result.output / PLAN

@@ -42,6 +42,17 @@ class OrinkitError(Exception):
     def __str__(self) -> str:
         return f"{self.message}; {self.hint}" if self.hint else self.message
 
+    def __reduce__(self):
+        # Subclasses take other constructor arguments: rebuild from the state, so errors cross process borders.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls, args, state):
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class MissingExtraError(OrinkitError, ImportError):
     """An optional dependency is not installed; the message names the extra (or JetPack package) to install."""
@@ -64,3 +75,14 @@ class BrokenDependencyError(OrinkitError, ImportError):
             hint=f"reinstall '{module}' or fix the library it names",
         )
         self.module = module
+
+
+class ChildCrashedError(OrinkitError):
+    """A child process running a native library (onnxruntime, onnxsim) died: a segfault, an abort, a kill.
+
+    Raised by :mod:`orinkit.core.isolation`; each package turns it into an error of its own tree."""
+
+    def __init__(self, what: str, how: str, tail: str = "") -> None:
+        last = tail.strip().splitlines()[-1][:200] if tail.strip() else ""
+        super().__init__(f"{what} crashed ({how}{': ' + last if last else ''})")
+        self.what, self.how, self.tail = what, how, tail

@@ -1,17 +1,26 @@
-"""Named points where a test can kill the process for real, to prove that an interruption there is harmless.
+"""Named points where a test can stop the process for real, to prove that an interruption there is harmless.
 
-Set ``ORINKIT_FAILPOINT=<name>`` and the process sends itself SIGKILL on reaching that point: no cleanup,
-no ``finally``, exactly like a power cut or an OOM kill. Unset, a point costs one dictionary lookup.
+Set ``ORINKIT_FAILPOINT=<name>`` (or ``<name>:<argument>``) and the process sends itself a signal on reaching
+that point: SIGKILL by default (no cleanup, no ``finally``: a power cut or an OOM kill), SIGSEGV where a point
+stands for a crash inside a native library. A point may look at the argument to decide whether it fires.
+Unset, a point costs one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+import signal as signals
+from collections.abc import Callable
 
 ENV = "ORINKIT_FAILPOINT"
 
 
-def reach(name: str) -> None:
-    if os.environ.get(ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+def reach(name: str, *, signal: int = signals.SIGKILL, when: Callable[[str], bool] = lambda argument: True) -> None:
+    value = os.environ.get(ENV)
+    if not value:
+        return
+    point, _, argument = value.partition(":")
+    if point == name and when(argument):
+        if signal != signals.SIGKILL:
+            signals.signal(signal, signals.SIG_DFL)  # Python's handlers (faulthandler) must not soften a crash
+        os.kill(os.getpid(), signal)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+import sys
 import time
 import types
 
@@ -534,3 +535,13 @@ def make_fake_pycuda(trt: types.ModuleType) -> tuple[types.ModuleType, types.Mod
     driver.pagelocked_empty = lambda shape, dtype: np.empty(shape, dtype)
     driver.mem_get_info = lambda: (6 << 30, 8 << 30)
     return package, driver
+
+
+def install_fakes(monkeypatch, version: str, **options) -> types.ModuleType:
+    """Put the fake ``tensorrt`` (of ``version``) and ``pycuda`` where ``import`` finds them for one test."""
+    trt = make_fake_tensorrt(version, **options)
+    package, driver = make_fake_pycuda(trt)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    monkeypatch.setitem(sys.modules, "pycuda", package)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    return trt

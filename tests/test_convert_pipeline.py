@@ -76,7 +76,8 @@ def test_overflowing_model_keeps_its_node_in_fp32_and_reports_it(tmp_path):
     convert_onnx(source, tmp_path / "out", ConvertOptions(input_ranges={"input": (-1.0, 1.0)}))
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["keep_fp32"] == ["/Mul_1"] and report["gate"]["passed"]
-    assert report["gate"]["first_metrics"][0]["max_abs"] == "inf"
+    assert report["gate"]["first"]["outputs"][0]["max_abs"] == "inf"
+    assert report["options"]["criterion"]["kind"] == "range"
     assert report["engine_built"] is False and "engine is built on the device" in report["notes"][0]
 
 
@@ -191,13 +192,9 @@ def test_verify_engine_needs_tensorrt_here(tmp_path):
 def test_engine_path_with_tensorrt_test_doubles(tmp_path, monkeypatch, version, fp16_mode):
     """The device path through the fake TensorRT and pycuda of tests/fake_tensorrt.py (test doubles: no GPU
     here): plan, manifest, the engine's accuracy check and the benchmark."""
-    from fake_tensorrt import make_fake_pycuda, make_fake_tensorrt
+    from fake_tensorrt import install_fakes
 
-    trt = make_fake_tensorrt(version)
-    package, driver = make_fake_pycuda(trt)
-    monkeypatch.setitem(sys.modules, "tensorrt", trt)
-    monkeypatch.setitem(sys.modules, "pycuda", package)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+    install_fakes(monkeypatch, version)
     source = export(Overflows(), torch.randn(1, 16), tmp_path / "overflows.onnx")
     messages = []
     result = convert_onnx(source, tmp_path / "out", ConvertOptions(
@@ -218,3 +215,76 @@ def test_engine_path_with_tensorrt_test_doubles(tmp_path, monkeypatch, version, 
 
     placed = add_model(tmp_path / "models", result.output / "model.plan", name="overflows")
     assert placed.config.platform == "tensorrt_plan" and placed.config.max_batch_size == 4
+
+
+def test_a_dynamic_batch_needs_no_shapes_and_says_what_it_chose(tmp_path, tiny_onnx):
+    result = CliRunner().invoke(main, [str(tiny_onnx), "-o", str(tmp_path / "tiny.edge")])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("shapes: input min 1x3x32x32, opt 1x3x32x32, max 8x3x32x32 (dynamic batch: 1..8 by "
+                            "default"), first
+    report = json.loads((tmp_path / "tiny.edge" / "report.json").read_text())
+    assert report["profiles"]["input"]["max"] == [8, 3, 32, 32] and list(report)[0] == "shapes"
+    four = CliRunner().invoke(main, [str(tiny_onnx), "-o", str(tmp_path / "four.edge"), "--max-batch", "4"])
+    assert four.exit_code == 0 and "max 4x3x32x32" in four.output.splitlines()[0]
+
+
+def test_dynamic_spatial_axes_still_need_shapes(tmp_path):
+    path = tmp_path / "spatial.onnx"
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        torch.onnx.export(TinyClassifier(), (torch.randn(1, 3, 32, 32),), str(path), input_names=["input"],
+                          output_names=["logits"], dynamo=False,
+                          dynamic_axes={"input": {0: "b", 2: "h", 3: "w"}, "logits": {0: "b"}})
+    result = CliRunner().invoke(main, [str(path), "-o", str(tmp_path / "out.edge")])
+    assert result.exit_code == 4 and "Traceback" not in result.output
+    assert "dynamic axes beyond the batch" in result.output and "--shapes input:1x3xHxW" in result.output
+    assert "1x3x1x1" not in result.output
+    static = CliRunner().invoke(main, [str(path), "--shapes", "input:1x3x32x32", "--max-batch", "4",
+                                       "-o", str(tmp_path / "out.edge")])
+    assert static.exit_code == 4 and "--max-batch applies to inputs whose batch axis is dynamic" in static.output
+
+
+def test_the_transformer_block_converts_from_torch(tmp_path):
+    result = CliRunner().invoke(main, ["--torch", "torch_models:transformer_block", "--input", "x:1x16x64",
+                                       "--dynamic-batch", "-o", str(tmp_path / "block.edge")])
+    assert result.exit_code == 0, result.output
+    assert "by the dynamo exporter" in result.output and "every one of the" in result.output
+    x = np.random.default_rng(0).standard_normal((2, 16, 64)).astype(np.float32)
+    fp16 = onnxruntime.InferenceSession(str(tmp_path / "block.edge" / "model.fp16.onnx")).run(None, {"x": x})[0]
+    fp32 = onnxruntime.InferenceSession(str(tmp_path / "block.edge" / "model.onnx")).run(None, {"x": x})[0]
+    assert fp16.shape == (2, 16, 64) and np.abs(fp16 - fp32).max() < 0.05 * np.abs(fp32).max()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--atol", "0.1"], "--atol/--rtol apply to the elementwise criterion only"),
+    (["--criterion", "elementwise", "--max-range-error", "0.1"], "--max-range-error applies to the range"),
+    (["--metric", "nosuch"], "unknown --metric 'nosuch'"),
+    (["--min-agreement", "0.9"], "--min-agreement applies to a --metric only"),
+    (["--no-fp16", "--keep-fp32", "/fc/Gemm"], "--keep-fp32 and --gate-budget shape the FP16 gate"),
+    (["--keep-fp32", "/nope"], "--keep-fp32 names /nope"),
+    (["--gate-budget", "0"], "--gate-budget must be above 0"),
+])
+def test_gate_options_that_do_not_apply_are_refused(tmp_path, tiny_onnx, args, message):
+    result = CliRunner().invoke(main, [str(tiny_onnx), *args, "-o", str(tmp_path / "out.edge")])
+    assert result.exit_code == 4, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out.edge").exists() and _nothing_left(tmp_path)
+
+
+def test_an_onnxsim_crash_keeps_the_model_unsimplified(tmp_path, tiny_onnx, monkeypatch):
+    monkeypatch.setenv("ORINKIT_FAILPOINT", "onnxsim-crash")  # onnxsim's child process gets SIGSEGV, for real
+    messages = []
+    result = convert_onnx(tiny_onnx, tmp_path / "out", ConvertOptions(samples=2), progress=messages.append)
+    assert not result.prepared.simplified and result.gate.passed
+    assert "not simplified: onnxsim crashed (SIGSEGV); the unsimplified model is used" in messages
+
+
+def test_a_crash_of_onnxruntime_in_the_gate_is_one_line_and_exit_6(tmp_path, tiny_onnx):
+    env = {**os.environ, "ORINKIT_FAILPOINT": "fp16-gate-crash"}  # SIGSEGV in the gate's child, for real
+    result = subprocess.run([sys.executable, "-m", "orinkit.convert.cli", str(tiny_onnx), "-o",
+                             str(tmp_path / "out.edge")], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 6, result.stderr
+    assert "Error: onnxruntime (running the FP16 gate) crashed (SIGSEGV)" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not (tmp_path / "out.edge").exists() and _nothing_left(tmp_path)

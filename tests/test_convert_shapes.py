@@ -40,7 +40,6 @@ def test_static_and_dynamic_profiles():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({}, "has dynamic axes .* and no shape was given"),
     ({"shapes": {"image": (1, 3, 360, 640)}}, "name image, which the model does not have"),
     ({"shapes": {"input": (1, 3, 640, 360)}}, "does not fit its declared shape"),
     ({"shapes": {"input": (1, 3, 360)}}, "does not fit its declared shape"),
@@ -52,6 +51,23 @@ def test_static_and_dynamic_profiles():
 def test_profiles_that_cannot_work(kwargs, message):
     with pytest.raises(ShapeSpecError, match=message):
         resolve_profiles(DYNAMIC, **kwargs)
+
+
+def test_a_dynamic_batch_alone_defaults_to_1_to_8_tuned_for_1():
+    profile = resolve_profiles(DYNAMIC)["input"]
+    assert (profile.min, profile.opt, profile.max) == ((1, 3, 360, 640), (1, 3, 360, 640), (8, 3, 360, 640))
+    assert profile.batch_default and "1..8 by default" in profile.describe("input")
+    assert resolve_profiles(DYNAMIC, max_batch=2)["input"].max == (2, 3, 360, 640)
+    given = resolve_profiles(DYNAMIC, shapes={"input": (2, 3, 360, 640)})["input"]
+    assert not given.batch_default and given.describe("input") == "input 2x3x360x640"
+    with pytest.raises(ShapeSpecError, match="--max-batch 0 is below 1"):
+        resolve_profiles(DYNAMIC, max_batch=0)
+
+
+def test_dynamic_axes_beyond_the_batch_need_shapes_and_the_hint_shows_letters():
+    with pytest.raises(ShapeSpecError, match="dynamic axes beyond the batch") as info:
+        resolve_profiles({"input": (-1, 3, -1, -1)})
+    assert "--shapes input:1x3xHxW" in str(info.value)
 
 
 def test_input_ranges():

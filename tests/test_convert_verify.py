@@ -72,20 +72,14 @@ def test_l4t_release_and_jetpack():
 
 def test_a_stale_plan_is_rebuilt_from_its_onnx(tmp_path, monkeypatch):
     """Rebuild through the fake TensorRT and pycuda of tests/fake_tensorrt.py (test doubles: no GPU here)."""
-    import sys
-
     import torch
 
-    from fake_tensorrt import make_fake_pycuda, make_fake_tensorrt
+    from fake_tensorrt import install_fakes
     from orinkit.convert.pipeline import ConvertOptions, convert_onnx
     from torch_models import TinyClassifier, export
 
     def install(version):
-        trt = make_fake_tensorrt(version)
-        package, driver = make_fake_pycuda(trt)
-        monkeypatch.setitem(sys.modules, "tensorrt", trt)
-        monkeypatch.setitem(sys.modules, "pycuda", package)
-        monkeypatch.setitem(sys.modules, "pycuda.driver", driver)
+        install_fakes(monkeypatch, version)
 
     source = export(TinyClassifier(), torch.randn(1, 3, 32, 32), tmp_path / "tiny.onnx")
     install("8.6.2")
@@ -99,3 +93,46 @@ def test_a_stale_plan_is_rebuilt_from_its_onnx(tmp_path, monkeypatch):
     assert read_manifest(plan).build["tensorrt_version"] == "10.3.0"
     assert verify_engine(plan, onnx=source).matches
     assert sorted(p.name for p in plan.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_rebuild_replays_the_recorded_build_without_searching_again(tmp_path, monkeypatch):
+    """A stale plan built with a criterion, a metric and forced FP32 nodes is rebuilt with exactly those: the
+    default gate would keep nothing in FP32 for this model. Fake TensorRT and pycuda (tests/fake_tensorrt.py)."""
+    import onnx
+    import torch
+
+    from fake_tensorrt import install_fakes
+    from orinkit.convert.fp16.criteria import Criterion
+    from orinkit.convert.pipeline import ConvertOptions, convert_onnx
+    from orinkit.convert.verify import replayed_options
+    from torch_models import TinyClassifier, export
+
+    def install(version):
+        install_fakes(monkeypatch, version)
+
+    source = export(TinyClassifier(), torch.randn(1, 3, 32, 32), tmp_path / "tiny.onnx")
+    conv = next(n.name for n in onnx.load(str(source)).graph.node if n.op_type == "Conv")
+    criterion = Criterion(kind="elementwise", atol=0.05, rtol=0.02, min_cosine=0.998)
+    install("10.3.0")
+    built = convert_onnx(source, tmp_path / "out", ConvertOptions(
+        criterion=criterion, metric="topk:3", min_agreement=0.9, keep_fp32=(conv,), samples=3, seed=7,
+        workspace=128 << 20, max_batch=4))
+    plan = built.output / "model.plan"
+    before = read_manifest(plan)
+    assert before.build["keep_fp32"] == [conv] and before.build["options"]["criterion"]["atol"] == 0.05
+    replay = replayed_options(before)
+    assert (replay.keep_fp32, replay.criterion, replay.metric, replay.min_agreement, replay.samples, replay.seed,
+            replay.workspace, replay.replay) == ((conv,), criterion, "topk:3", 0.9, 3, 7, 128 << 20, True)
+    assert replay.max_shapes == {"input": (4, 3, 32, 32)}
+    install("11.1.0")
+    messages = []
+    verdict, rebuilt = ensure_engine(plan, source, progress=messages.append)
+    assert rebuilt
+    after = read_manifest(plan)
+    assert after.build["keep_fp32"] == [conv] and after.build["tensorrt_version"] == "11.1.0"
+    assert after.build["options"] == before.build["options"]
+    assert any(m.startswith("replaying the recorded build: precision=fp16, kept FP32 nodes=1, "
+                            "criterion=elementwise, metric=topk:3") for m in messages), messages
+    assert any("decided by the task metric topk:3" in m for m in messages)
+    evaluations = [m.strip() for m in messages if "evaluation(s) in" in m]
+    assert evaluations and evaluations[0].startswith("1 evaluation(s)"), "a replay judges once, never searches"

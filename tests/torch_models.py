@@ -75,3 +75,10 @@ class LosesPrecision(torch.nn.Module):
 
     def forward(self, x):
         return (x + 1000.0) - 1000.0 + x * 0.5
+
+
+def transformer_block():
+    """The block that crashed the first round's FP16 validation: nn.TransformerEncoderLayer(64, 4, 128, GELU), fed
+    1x16x64. torch 2.14's TorchScript exporter cannot trace it (its attention passes a traced bool)."""
+    torch.manual_seed(0)
+    return torch.nn.TransformerEncoderLayer(64, 4, 128, activation="gelu").eval()

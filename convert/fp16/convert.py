@@ -2,23 +2,46 @@
 
 TensorRT 11 has no FP16 flag (strongly typed networks): precision comes from the graph itself, and this graph is
 also the portable FP16 artifact for 8.5/10.x. Casts are inserted lazily where a tensor's producer and consumer
-disagree; weights get an FP16 copy. The result is validated (checker, strict shape inference, an onnxruntime
-run); a node onnxruntime or the checker rejects in FP16 is kept in FP32 and the conversion repeated.
+disagree; weights get an FP16 copy.
+
+The result is validated in a child process (checker, strict shape inference, an onnxruntime session and a run),
+because onnxruntime's optimiser has crashed on such graphs. When validation fails, or crashes, the node to blame
+is found from the graph's structure, not from error text: the shortest prefix of the graph (in topological order)
+that fails names its last node, whose original node is then kept in FP32 and the graph rebuilt.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-
 from orinkit.convert.errors import Fp16GraphError
-from orinkit.convert.fp16.graphs import float_tensors, onnx_module, session
+from orinkit.convert.fp16.graphs import float_tensors, onnx_module
+from orinkit.core.errors import ChildCrashedError
+from orinkit.core.isolation import Worker
+from orinkit.core.progress import Heartbeat
 
 # Inputs the ONNX spec types as float32 whatever the data's type (Resize's roi and scales).
 FP32_ONLY_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
-_NODE_IN_ERROR = re.compile(r"node(?: name:)? \(?([^\s()]+)\)?")
+CHECK = "orinkit.convert.fp16.validate:check_file"
+
+
+@dataclass
+class Fp16Graph:
+    model: object  # onnx.ModelProto
+    types: dict[str, int]  # every tensor's element type
+    origins: list[str | None]  # per node of ``model``: the original node it was made for
+    shapes: dict[str, object]  # the FP32 model's inferred shapes (TensorShapeProto) by tensor name
+
+    def shape_of(self, name: str):
+        """A tensor's shape: its own, or that of the FP32 tensor it holds in another precision."""
+        for suffix in ("__fp16", "__fp32"):
+            if name.endswith(suffix) and name not in self.shapes:
+                name = name[: -len(suffix)]
+        return self.shapes.get(name)
 
 
 class _Builder:
@@ -27,13 +50,24 @@ class _Builder:
         self.model = model
         self.keep = keep
         self.floats = float_tensors(model)
+        inferred = self.onnx.shape_inference.infer_shapes(model).graph
+        values = (*inferred.input, *inferred.value_info, *inferred.output)
+        self.types = {v.name: v.type.tensor_type.elem_type for v in values}
+        self.shapes = {v.name: v.type.tensor_type.shape for v in values if v.type.tensor_type.HasField("shape")}
+        self.types.update({i.name: i.data_type for i in model.graph.initializer})
         graph = model.graph
         self.initializers = {i.name: i for i in graph.initializer}
         self.outputs = {o.name for o in graph.output}
         self.native: dict[str, tuple[str, int]] = {}  # tensor → (name holding it natively, 16 or 32)
         self.versions: dict[tuple[str, int], str] = {}
         self.nodes: list = []
+        self.origins: list[str | None] = []
         self.new_initializers: list = []
+        self.current: str | None = None
+
+    def _emit(self, node) -> None:
+        self.nodes.append(node)
+        self.origins.append(self.current)
 
     def get(self, tensor: str, bits: int) -> str:
         """A name holding ``tensor`` in ``bits`` precision, adding a Cast or an FP16 weight copy once."""
@@ -43,17 +77,19 @@ class _Builder:
         key = (tensor, bits)
         if key not in self.versions:
             target = f"{tensor}__fp{bits}"
+            TP = self.onnx.TensorProto
             if tensor in self.initializers and bits == 16:
                 values = self.onnx.numpy_helper.to_array(self.initializers[tensor]).astype(np.float16)
                 self.new_initializers.append(self.onnx.numpy_helper.from_array(values, target))
             else:
-                to = self.onnx.TensorProto.FLOAT16 if bits == 16 else self.onnx.TensorProto.FLOAT
-                self.nodes.append(self.onnx.helper.make_node("Cast", [name], [target], to=to,
-                                                             name=f"{target}_cast"))
+                to = TP.FLOAT16 if bits == 16 else TP.FLOAT
+                self._emit(self.onnx.helper.make_node("Cast", [name], [target], to=to, name=f"{target}_cast"))
+            self.types[target] = TP.FLOAT16 if bits == 16 else TP.FLOAT
             self.versions[key] = target
         return self.versions[key]
 
     def add(self, node) -> None:
+        self.current = node.name
         copy = self.onnx.NodeProto()
         copy.CopyFrom(node)
         kept = node.name in self.keep
@@ -68,7 +104,8 @@ class _Builder:
                 native = f"{tensor}__fp16" if tensor in self.outputs else tensor
                 copy.output[index] = native
                 self.native[tensor] = (native, 16)
-        self.nodes.append(copy)
+                self.types[native] = self.onnx.TensorProto.FLOAT16
+        self._emit(copy)
 
     def _convert_attributes(self, node) -> None:
         TP = self.onnx.TensorProto
@@ -79,15 +116,17 @@ class _Builder:
                 values = self.onnx.numpy_helper.to_array(attribute.t).astype(np.float16)
                 attribute.t.CopyFrom(self.onnx.numpy_helper.from_array(values, attribute.t.name))
 
-    def build(self):
+    def build(self) -> Fp16Graph:
         for node in self.model.graph.node:
             self.add(node)
+        producers = {o: n.name for n in self.model.graph.node for o in n.output}
         for output in self.model.graph.output:
             if output.name in self.floats and self.native.get(output.name, (None, 32))[1] == 16:
+                self.current = producers.get(output.name)
                 native = self.native[output.name][0]
-                self.nodes.append(self.onnx.helper.make_node("Cast", [native], [output.name],
-                                                             to=self.onnx.TensorProto.FLOAT,
-                                                             name=f"{output.name}__output_cast"))
+                self._emit(self.onnx.helper.make_node("Cast", [native], [output.name],
+                                                      to=self.onnx.TensorProto.FLOAT,
+                                                      name=f"{output.name}__output_cast"))
         result = self.onnx.ModelProto()
         result.CopyFrom(self.model)
         graph = result.graph
@@ -99,33 +138,105 @@ class _Builder:
         del graph.initializer[:]
         graph.initializer.extend(kept_initializers)
         del graph.value_info[:]
-        return result
+        return Fp16Graph(result, self.types, self.origins, self.shapes)
 
 
-def _validate(model, sample: dict | None) -> None:
+def build_fp16(model, keep_fp32: Iterable[str] = ()) -> Fp16Graph:
+    return _Builder(model, set(keep_fp32)).build()
+
+
+def prefix_graph(built: Fp16Graph, count: int):
+    """The first ``count`` nodes of ``built`` as a graph of their own, whose outputs are what they leave unused."""
     onnx = onnx_module()
-    onnx.checker.check_model(model)
-    onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    sess = session(model)
-    if sample is not None:
-        sess.run(None, sample)
+    source = built.model
+    nodes = list(source.graph.node[:count])
+    consumed = {name for node in nodes for name in node.input}
+    graph_outputs = {o.name for o in source.graph.output}
+    outputs = [name for node in nodes for name in node.output
+               if name and (name not in consumed or name in graph_outputs)]
+    used = consumed | set(outputs)
+    values = []
+    for name in outputs:
+        value = onnx.helper.make_tensor_value_info(name, built.types.get(name, onnx.TensorProto.FLOAT), None)
+        shape = built.shape_of(name)
+        if shape is not None:
+            value.type.tensor_type.shape.CopyFrom(shape)
+        else:
+            value.type.tensor_type.ClearField("shape")
+        values.append(value)
+    graph = onnx.helper.make_graph(nodes, f"{source.graph.name}_prefix_{count}", list(source.graph.input), values,
+                                   initializer=[i for i in source.graph.initializer if i.name in used])
+    model = onnx.helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=source.ir_version)
+    return model
 
 
-def to_fp16(model, keep_fp32: Iterable[str] = (), *, sample: dict | None = None, max_repairs: int = 16):
-    """The FP16 graph of ``model`` keeping ``keep_fp32`` nodes in FP32; returns (model, nodes kept in FP32)."""
-    keep = set(keep_fp32)
-    names = {node.name for node in model.graph.node}
-    for _ in range(max_repairs + 1):
-        converted = _Builder(model, keep).build()
+class _Checker:
+    """Validation in a child process that is started again after it crashed."""
+
+    def __init__(self, folder: Path, sample: dict | None) -> None:
+        self.folder, self.sample, self.worker, self.count = folder, sample, None, 0
+
+    def __call__(self, model) -> str | None:
+        """None when ``model`` is valid, else why not ("crashed (SIGSEGV)" for a crash)."""
+        onnx = onnx_module()
+        self.count += 1
+        path = self.folder / f"check-{self.count}.onnx"
+        onnx.save(model, str(path))
+        if self.worker is None:
+            self.worker = Worker("onnxruntime (validating the FP16 graph)")
         try:
-            _validate(converted, sample)
-            return converted, tuple(n.name for n in model.graph.node if n.name in keep)
-        except Exception as exc:  # checker, shape inference and onnxruntime each raise their own types
-            message = str(exc)
-            culprits = [m for m in _NODE_IN_ERROR.findall(message) if m in names and m not in keep]
-            if not culprits:
-                raise Fp16GraphError(f"the FP16 graph is invalid and no node could be blamed: {message[:300]}",
-                                     hint="convert without --fp16, or report the model") from exc
-            keep.update(culprits[:1])
-    raise Fp16GraphError(f"the FP16 graph still failed after keeping {max_repairs} more nodes in FP32",
-                         hint="convert without --fp16")
+            return self.worker.call(CHECK, str(path), self.sample)
+        except ChildCrashedError as exc:
+            self.worker.close()
+            self.worker = None
+            return f"onnxruntime crashed ({exc.how})"
+        finally:
+            path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+
+
+def blame(built: Fp16Graph, check: Callable[[object], str | None], failure: str) -> tuple[int, str]:
+    """The index of the node that ends the shortest failing prefix of ``built``, and why that prefix fails."""
+    passing, failing = 0, len(built.model.graph.node)
+    while failing - passing > 1:
+        middle = (passing + failing) // 2
+        why = check(prefix_graph(built, middle))
+        if why is None:
+            passing = middle
+        else:
+            failing, failure = middle, why
+    return failing - 1, failure
+
+
+def to_fp16(model, keep_fp32: Iterable[str] = (), *, sample: dict | None = None, max_repairs: int = 16,
+            progress: Callable[[str], None] = lambda message: None):
+    """The FP16 graph of ``model`` keeping ``keep_fp32`` nodes in FP32; returns (model, nodes kept in FP32).
+
+    Nodes the validation rejects are added to the kept ones (each named on ``progress``)."""
+    keep = set(keep_fp32)
+    with tempfile.TemporaryDirectory(prefix="orinkit-fp16-check-") as folder, \
+            Heartbeat(progress, status="validating the FP16 graph") as beat:
+        check = _Checker(Path(folder), sample)
+        try:
+            for _ in range(max_repairs + 1):
+                built = build_fp16(model, keep)
+                failure = check(built.model)
+                if failure is None:
+                    return built.model, tuple(n.name for n in model.graph.node if n.name in keep)
+                beat.status("finding the node the FP16 graph fails at")
+                index, why = blame(built, check, failure)
+                culprit = built.origins[index]
+                if culprit is None or culprit in keep:
+                    raise Fp16GraphError(
+                        f"the FP16 graph fails validation ({why[:300]}) at {built.model.graph.node[index].name}, "
+                        "which no node kept in FP32 can fix", hint="convert with --no-fp16, or report the model")
+                beat.say(f"  the FP16 graph fails at node {culprit} ({why[:200]}): keeping it in FP32")
+                beat.status("validating the FP16 graph")
+                keep.add(culprit)
+        finally:
+            check.close()
+    raise Fp16GraphError(f"the FP16 graph still failed validation after keeping {max_repairs} more nodes in FP32",
+                         hint="convert with --no-fp16, or report the model")

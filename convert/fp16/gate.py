@@ -1,112 +1,303 @@
-"""The accuracy gate: FP16 against the FP32 reference, and the search for the nodes that must stay FP32.
+"""The accuracy gate: FP16 against the FP32 reference, and a search for the nodes that must stay FP32.
 
-1. Run the FP32 model (reference) and its FP16 emulation (candidate) on the samples; compare per output.
-2. If the gate fails, keep in FP32 the nodes whose FP32 activations leave the FP16 range (|x| > 65504).
-3. If it still fails, bisect over the remaining FP32-producing nodes for a small set that makes it pass.
+1. Run the FP32 model (reference) and its FP16 emulation (candidate) on the samples and judge the candidate:
+   by the task metric when one is given, else by the numeric criterion (inf/NaN always fails).
+2. If it fails, keep in FP32 the nodes whose FP32 activations leave the FP16 range (|x| > 65504).
+3. If it still fails, rank the remaining nodes by their own contribution to the error (each converted alone,
+   measured once, on the sample that erred most), then keep nodes in that order, doubling the count until the
+   gate passes and bisecting back, and finally return to FP16 every kept node the verdict does not need.
+4. All of it under a time budget: when it runs out the search ends with the best passing set found so far
+   (every node in FP32 passes by construction) and says so.
+
+The sessions live in a child process (:mod:`orinkit.convert.fp16.host`): built once, reused by every
+evaluation, and a crash of onnxruntime becomes :class:`~orinkit.convert.errors.LibraryCrashError`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from orinkit.convert.errors import AccuracyGateError
-from orinkit.convert.fp16.emulate import activation_ranges, run, run_emulated
-from orinkit.convert.fp16.graphs import float_producers
-from orinkit.convert.fp16.metrics import OutputMetrics, Tolerances, compare
+from orinkit.convert.errors import AccuracyGateError, ConvertError, LibraryCrashError
+from orinkit.convert.fp16.criteria import Criterion, OutputMetrics, badness, compare
+from orinkit.convert.fp16.task_metrics import MetricResult, TaskMetric
+from orinkit.core.errors import ChildCrashedError
+from orinkit.core.isolation import Worker
+from orinkit.core.progress import Heartbeat
 
 FP16_MAX = 65504.0
+HOST = "orinkit.convert.fp16.host"
+# Share of the remaining budget the ranking may take before it ranks blocks of nodes instead of single nodes.
+RANKING_SHARE = 0.4
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    criterion: Criterion = Criterion()
+    metric: TaskMetric | None = None
+    budget_s: float = 60.0
+    keep_fp32: tuple[str, ...] = ()  # nodes the user (or a replayed build) keeps in FP32 whatever the verdict
+    search: bool = True  # False: judge keep_fp32 as it is (a rebuild replays a recorded set)
+
+    def __post_init__(self) -> None:
+        if not self.budget_s > 0:
+            raise ConvertError(f"--gate-budget must be above 0 seconds, got {self.budget_s}", hint="e.g. 60")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metrics: tuple[OutputMetrics, ...]
+    task: MetricResult | None
+    passed: bool
+
+    def lines(self) -> list[str]:
+        return [m.describe() for m in self.metrics] + ([self.task.describe()] if self.task else [])
 
 
 @dataclass(frozen=True)
 class GateReport:
     passed: bool
-    metrics: tuple[OutputMetrics, ...]  # with keep_fp32 applied
-    first_metrics: tuple[OutputMetrics, ...]  # everything in FP16
+    decided_by: str
+    first: Verdict  # every node in FP16 (but the forced ones)
+    final: Verdict  # with keep_fp32 applied
     keep_fp32: tuple[str, ...]
+    forced: tuple[str, ...]
     overflow_nodes: tuple[str, ...]
-    bisected_nodes: tuple[str, ...]
+    searched_nodes: tuple[str, ...]
+    nodes: int  # nodes that produce floating tensors: the ones FP16 can convert
     evaluations: int
+    seconds: float
     samples: int
+    budget_exhausted: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fp16_fraction(self) -> float:
+        return 1.0 - len(self.keep_fp32) / self.nodes if self.nodes else 1.0
+
+    def as_dict(self) -> dict:
+        def verdict(v: Verdict) -> dict:
+            return {"passed": v.passed, "task": None if v.task is None else vars(v.task),
+                    "outputs": [{k: (str(x) if isinstance(x, float) and x in (float("inf"), float("-inf")) else x)
+                                 for k, x in vars(m).items()} for m in v.metrics]}
+
+        return {"passed": self.passed, "decided_by": self.decided_by, "first": verdict(self.first),
+                "final": verdict(self.final), "keep_fp32": list(self.keep_fp32), "forced": list(self.forced),
+                "overflow_nodes": list(self.overflow_nodes), "searched_nodes": list(self.searched_nodes),
+                "nodes": self.nodes, "fp16_fraction": round(self.fp16_fraction, 4),
+                "evaluations": self.evaluations, "seconds": round(self.seconds, 2), "samples": self.samples,
+                "budget_exhausted": self.budget_exhausted, "notes": list(self.notes)}
+
+
+def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metric: TaskMetric | None = None
+          ) -> Verdict:
+    """The gate's verdict on ``candidate`` outputs (per sample, in ``names`` order) against ``reference``: the
+    task metric decides when there is one, else the criterion; inf/NaN where FP32 is finite always fails."""
+    metrics = tuple(compare(names, reference, candidate, criterion))
+    result = None
+    if metric is not None:
+        result = metric.evaluate([dict(zip(names, outputs)) for outputs in reference],
+                                 [dict(zip(names, outputs)) for outputs in candidate])
+    finite = all(m.nonfinite == 0 for m in metrics)
+    return Verdict(metrics, result, finite and (result.passed if result is not None else all(m.passed for m in metrics)))
 
 
 class Fp16Gate:
-    def __init__(self, model, samples: Sequence[dict], tolerances: Tolerances, *,
-                 progress: Callable[[str], None] = lambda message: None, max_evaluations: int = 96) -> None:
-        self.model = model
+    def __init__(self, model_path: str | Path, samples: Sequence[dict], options: GateOptions = GateOptions(), *,
+                 progress: Callable[[str], None] = lambda message: None) -> None:
+        self.model_path = Path(model_path)
         self.samples = list(samples)
-        self.tolerances = tolerances
+        self.options = options
         self.progress = progress
-        self.max_evaluations = max_evaluations
-        self.names = [o.name for o in model.graph.output]
-        self.reference = run(model, self.samples)
-        self._cache: dict[frozenset, list[OutputMetrics]] = {}
-
-    def evaluate(self, keep: frozenset | set) -> list[OutputMetrics]:
-        keep = frozenset(keep)
-        if keep not in self._cache:
-            candidate = run_emulated(self.model, self.samples, keep)
-            self._cache[keep] = compare(self.names, self.reference, candidate, self.tolerances)
-        return self._cache[keep]
-
-    def passes(self, keep) -> bool:
-        return all(m.passed for m in self.evaluate(keep))
+        self.evaluations = 0
+        self._cache: dict[frozenset, Verdict] = {}
+        self.notes: list[str] = []
 
     @property
-    def evaluations(self) -> int:
-        return len(self._cache)
+    def decided_by(self) -> str:
+        metric = self.options.metric
+        return f"task metric {metric.spec} (agreement >= {metric.min_agreement:g})" if metric \
+            else self.options.criterion.describe()
 
     def run(self) -> GateReport:
-        first = self.evaluate(frozenset())
-        if all(m.passed for m in first):
-            return self._report(True, first, (), (), ())
-        failing = ", ".join(m.name for m in first if not m.passed)
-        self.progress(f"FP16 misses the tolerances on {failing}; looking for nodes to keep in FP32")
-        ranges = activation_ranges(self.model, self.samples)
-        overflow = tuple(name for name, peak in ranges.items() if peak > FP16_MAX)
-        if overflow:
-            self.progress(f"{len(overflow)} node(s) leave the FP16 range (|x| > 65504): {', '.join(overflow)}")
-        keep = frozenset(overflow)
-        if self.passes(keep):
-            return self._report(True, first, overflow, overflow, ())
-        candidates = [n for n in float_producers(self.model) if n not in keep]
-        if not self.passes(keep | set(candidates)):
+        started = time.monotonic()
+        try:
+            with Worker("onnxruntime (running the FP16 gate)") as worker, \
+                    Heartbeat(self.progress, status="FP16 gate: evaluating") as beat:
+                self.worker, self.beat, self.started = worker, beat, started
+                return self._run()
+        except ChildCrashedError as exc:
+            raise LibraryCrashError(
+                f"{exc.message}, after {self.evaluations} evaluations",
+                hint="the model makes onnxruntime crash on this machine: convert with --no-fp16, or try another "
+                     "onnxruntime version",
+            ) from exc
+
+    # -- evaluation -----------------------------------------------------------------------------------------
+
+    def _judge(self, candidate, indices=None, *, task: bool = True) -> Verdict:
+        reference = self.reference if indices is None else [self.reference[i] for i in indices]
+        return judge(self.names, reference, candidate, self.options.criterion,
+                     self.options.metric if task else None)
+
+    def evaluate(self, keep: frozenset[str]) -> Verdict:
+        keep = frozenset(keep)
+        if keep not in self._cache:
+            self.evaluations += 1
+            candidate = self.worker.call(f"{HOST}:emulate", sorted(keep))
+            self._cache[keep] = self._judge(candidate)
+        return self._cache[keep]
+
+    def _alone(self, converted: Sequence[str], index: int) -> float:
+        """Badness on sample ``index`` with only ``converted`` in FP16."""
+        self.evaluations += 1
+        candidate = self.worker.call(f"{HOST}:emulate", (), list(converted), [index])
+        return badness(self._judge(candidate, [index], task=False).metrics)
+
+    def _remaining(self) -> float:
+        return self.options.budget_s - (time.monotonic() - self.started)
+
+    def _out_of_budget(self) -> bool:
+        if self._remaining() > 0:
+            return False
+        if not self.exhausted:
+            self.exhausted = True
+            self.beat.say(f"  the gate's budget of {self.options.budget_s:g} s is spent (--gate-budget): "
+                          "ending the search with the best passing set found")
+        return True
+
+    # -- the search -----------------------------------------------------------------------------------------
+
+    def _run(self) -> GateReport:
+        self.exhausted = False
+        info = self.worker.call(f"{HOST}:load", str(self.model_path), self.samples)
+        self.names, self.units = info["outputs"], info["units"]
+        forced = self._forced()
+        self.reference = self.worker.call(f"{HOST}:reference")
+        if not self._judge(self.reference).passed:
             raise AccuracyGateError(
-                "FP16 misses the tolerances even with every node kept in FP32 (the FP16 rounding of the inputs "
-                "alone is too much)",
-                report=self._report(False, first, overflow, overflow, ()),
-                hint="loosen --atol/--rtol/--min-cosine, or convert without --fp16",
+                f"the {self.decided_by} rejects the FP32 outputs compared with themselves",
+                hint="the limits cannot be met by any model: loosen them (e.g. --min-cosine 0.999)",
             )
-        self.progress(f"bisecting over {len(candidates)} node(s)")
-        bisected = tuple(self._minimize(candidates, set(keep)))
-        kept = tuple(n for n in float_producers(self.model) if n in keep or n in bisected)
-        return self._report(True, first, kept, overflow, bisected)
+        self.beat.status("FP16 gate: every node in FP16")
+        started = time.monotonic()
+        first = self.evaluate(forced)
+        per_sample = (time.monotonic() - started) / len(self.samples)
+        if first.passed or not self.options.search:
+            return self._report(first, forced, forced, (), ())
+        self.beat.say("  FP16 fails the gate: " + "; ".join(line for line in first.lines() if "FAIL" in line))
 
-    def _minimize(self, candidates: list[str], fixed: set[str]) -> list[str]:
-        """A small subset S of ``candidates`` with passes(fixed | S), given passes(fixed | candidates)."""
-        if self.passes(fixed):
+        keep = set(forced)
+        self.beat.status("FP16 gate: measuring activation ranges")
+        ranges = self.worker.call(f"{HOST}:ranges")
+        overflow = tuple(n for n in self.units if ranges.get(n, 0.0) > FP16_MAX and n not in keep)
+        if overflow:
+            self.beat.say(f"  {len(overflow)} node(s) leave the FP16 range (|x| > 65504): {_names(overflow)}")
+            keep.update(overflow)
+            if self.evaluate(frozenset(keep)).passed:
+                return self._report(first, frozenset(keep), forced, overflow, ())
+
+        candidates = [n for n in self.units if n not in keep]
+        order = self._rank(candidates, ranges, per_sample)
+        best = self._smallest_prefix(frozenset(keep), order)
+        searched = self._prune(frozenset(keep), best)
+        return self._report(first, frozenset(keep) | frozenset(searched), forced, overflow, tuple(searched))
+
+    def _forced(self) -> frozenset[str]:
+        forced = self.options.keep_fp32
+        unknown = [n for n in forced if n not in self.units]
+        if unknown:
+            raise ConvertError(f"--keep-fp32 names {_names(unknown)}, which are not nodes that compute in floating "
+                               "point in this model", hint=f"node names look like {_names(self.units[:3])}")
+        return frozenset(forced)
+
+    def _worst_sample(self, keep: frozenset[str]) -> int:
+        candidate = self.worker.call(f"{HOST}:emulate", sorted(keep))
+        self.evaluations += 1
+        scores = [badness(self._judge([c], [i], task=False).metrics) for i, c in enumerate(candidate)]
+        return max(range(len(scores)), key=scores.__getitem__)
+
+    def _rank(self, candidates: list[str], ranges: dict[str, float], per_sample: float) -> list[str]:
+        """``candidates`` by their own contribution to the error, largest first (blocks when nodes cost too much)."""
+        if not candidates:
             return []
-        if len(candidates) == 1 or self.evaluations >= self.max_evaluations:
-            return list(candidates)
-        half = len(candidates) // 2
-        first, second = candidates[:half], candidates[half:]
-        if self.passes(fixed | set(first)):
-            return self._minimize(first, fixed)
-        if self.passes(fixed | set(second)):
-            return self._minimize(second, fixed)
-        kept_first = self._minimize(first, fixed | set(second))
-        return kept_first + self._minimize(second, fixed | set(kept_first))
+        worst = self._worst_sample(frozenset(self.units) - frozenset(candidates))
+        affordable = max(1, int(RANKING_SHARE * max(self._remaining(), 0.0) / max(per_sample, 1e-6)))
+        size = -(-len(candidates) // affordable)  # ceil: nodes per block
+        blocks = [candidates[i:i + size] for i in range(0, len(candidates), size)]
+        what = "nodes" if size == 1 else f"blocks of {size} nodes"
+        if size > 1:
+            self.notes.append(f"ranked {len(candidates)} nodes in {len(blocks)} blocks to fit the time budget")
+        self.beat.say(f"  ranking {len(blocks)} {what} by their own contribution to the error")
+        scores: dict[int, float] = {}
+        for index, block in enumerate(blocks):
+            if self._out_of_budget():
+                break
+            self.beat.status(f"FP16 gate: ranking {index + 1}/{len(blocks)} {what}")
+            scores[index] = self._alone(block, worst)
+        # Unranked blocks (budget spent) go last, larger activations first: they lose the most to rounding.
+        ranked = sorted(range(len(blocks)), key=lambda i: (i not in scores, -scores.get(i, 0.0),
+                                                             -max(ranges.get(n, 0.0) for n in blocks[i])))
+        top = [f"{blocks[i][0] if size == 1 else blocks[i][0] + '…'} ({scores[i]:.3g})" for i in ranked[:3]
+               if i in scores]
+        if top:
+            self.beat.say(f"  largest contributions: {', '.join(top)}")
+        return [node for i in ranked for node in blocks[i]]
 
-    def _report(self, passed, first, keep, overflow, bisected) -> GateReport:
-        metrics = self.evaluate(frozenset(keep)) if passed else first
-        notes = ()
-        if self.evaluations >= self.max_evaluations:
-            notes = (f"the search stopped at {self.max_evaluations} evaluations; the FP32 set may be larger than "
-                     "needed",)
-        return GateReport(passed, tuple(metrics), tuple(first), tuple(keep), tuple(overflow), tuple(bisected),
-                          self.evaluations, len(self.samples), notes)
+    def _smallest_prefix(self, keep: frozenset[str], order: list[str]) -> list[str]:
+        """The shortest prefix of ``order`` that makes the gate pass with ``keep``: doubling, then bisecting."""
+        failing, passing = 0, len(order)  # keeping all of ``order`` is the FP32 model itself
+        count = 1
+        while count < len(order) and not self._out_of_budget():
+            self.beat.status(f"FP16 gate: trying {count} more node(s) in FP32")
+            if self.evaluate(keep | frozenset(order[:count])).passed:
+                passing = count
+                break
+            failing, count = count, count * 2
+        while passing - failing > 1 and not self._out_of_budget():
+            middle = (failing + passing) // 2
+            self.beat.status(f"FP16 gate: narrowing down to {middle} node(s) in FP32")
+            if self.evaluate(keep | frozenset(order[:middle])).passed:
+                passing = middle
+            else:
+                failing = middle
+        return order[:passing]
+
+    def _prune(self, keep: frozenset[str], chosen: list[str]) -> list[str]:
+        """Return to FP16 each chosen node, least harmful first, that the gate passes without."""
+        chosen = list(chosen)
+        if len(chosen) > 1:
+            for node in reversed(list(chosen)):
+                if self._out_of_budget():
+                    break
+                self.beat.status(f"FP16 gate: trying {node} in FP16 again")
+                trial = [n for n in chosen if n != node]
+                if self.evaluate(keep | frozenset(trial)).passed:
+                    chosen = trial
+        return [n for n in self.units if n in chosen]
+
+    def _report(self, first: Verdict, keep: frozenset[str], forced, overflow, searched) -> GateReport:
+        # Every node in FP32 is the reference itself: judged without another run.
+        final = self._judge(self.reference) if keep >= frozenset(self.units) else self.evaluate(keep)
+        if self.exhausted:
+            self.notes.append(f"the search ended at its {self.options.budget_s:g} s budget (--gate-budget): the "
+                              f"{len(keep)} node(s) kept in FP32 may be more than needed")
+        return GateReport(
+            passed=final.passed, decided_by=self.decided_by, first=first, final=final,
+            keep_fp32=tuple(n for n in self.units if n in keep), forced=tuple(n for n in self.units if n in forced),
+            overflow_nodes=tuple(overflow), searched_nodes=tuple(searched), nodes=len(self.units),
+            evaluations=self.evaluations, seconds=time.monotonic() - self.started, samples=len(self.samples),
+            budget_exhausted=self.exhausted, notes=tuple(self.notes),
+        )
 
 
-def run_gate(model, samples, tolerances: Tolerances, *, progress=lambda message: None) -> GateReport:
-    return Fp16Gate(model, samples, tolerances, progress=progress).run()
+def _names(names: Sequence[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
+
+
+def run_gate(model_path, samples, options: GateOptions = GateOptions(), *, progress=lambda message: None
+             ) -> GateReport:
+    return Fp16Gate(model_path, samples, options, progress=progress).run()

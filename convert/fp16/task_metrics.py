@@ -1,0 +1,126 @@
+"""Task metrics for the FP16 gate: judge the answers a model gives, not the digits of its tensors.
+
+``--metric`` takes:
+
+- ``topk[:K][@OUTPUT]``: classification. A row (a sample, or each row of a batch) agrees when FP16's top-1
+  class is among FP32's top K and FP32's top-1 among FP16's top K (K=1: the same top-1). Default output: the first.
+- ``lanes``: LaneATT. The proposals of FP32 and FP16 are decoded by the real post-processing (CULane settings)
+  and FP16's lanes are scored against FP32's with the CULane rule (lanes 30 px wide at 1640x590, IoU >= 0.5,
+  Hungarian matching): the agreement is that F1.
+- ``package.module:function``: the user's own check, called as ``function(reference, candidate)`` with one dict
+  per sample (output name → array) for each; it returns a bool, an agreement in [0, 1], or a
+  :class:`MetricResult`.
+
+A metric passes when its agreement reaches ``min_agreement`` (default 0.99).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from orinkit.convert.errors import MetricError
+from orinkit.core.errors import OrinkitError
+
+DEFAULT_MIN_AGREEMENT = 0.99
+Outputs = Sequence[Mapping[str, np.ndarray]]  # one dict per sample
+# Metrics that live with the model family they judge; imported only when asked for.
+ALIASES = {"lanes": "orinkit.lanes.metrics:lane_agreement"}
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    name: str
+    agreement: float  # in [0, 1]
+    passed: bool
+    detail: str = ""
+
+    def describe(self) -> str:
+        state = "ok" if self.passed else "FAIL"
+        return f"{self.name}: agreement {self.agreement:.4f}{' (' + self.detail + ')' if self.detail else ''} " \
+               f"[{state}]"
+
+
+@dataclass(frozen=True)
+class TaskMetric:
+    spec: str
+    function: Callable[[Outputs, Outputs], object]
+    min_agreement: float = DEFAULT_MIN_AGREEMENT
+
+    def evaluate(self, reference: Outputs, candidate: Outputs) -> MetricResult:
+        try:
+            value = self.function(reference, candidate)
+        except MetricError:
+            raise
+        except OrinkitError as exc:
+            raise MetricError(f"--metric {self.spec}: {exc.message}", hint=exc.hint) from exc
+        except Exception as exc:
+            raise MetricError(f"--metric {self.spec} failed: {type(exc).__name__}: {exc}",
+                              hint="fix the metric function, or check that it fits this model's outputs") from exc
+        if isinstance(value, MetricResult):
+            agreement, detail = value.agreement, value.detail
+        elif isinstance(value, (bool, np.bool_)) or isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value)):
+            agreement, detail = float(value), ""
+        else:
+            raise MetricError(f"--metric {self.spec} returned {value!r}",
+                              hint="return a bool, a number in [0, 1], or a MetricResult")
+        return MetricResult(self.spec, agreement, agreement >= self.min_agreement, detail)
+
+
+def _topk(k: int, output: str | None):
+    def agreement(reference: Outputs, candidate: Outputs) -> MetricResult:
+        agreeing = rows = 0
+        for ref, got in zip(reference, candidate):
+            name = output or next(iter(ref))
+            if name not in ref:
+                raise MetricError(f"topk: the model has no output '{name}'", hint=f"its outputs are {', '.join(ref)}")
+            r = np.asarray(ref[name], np.float64)
+            c = np.asarray(got[name], np.float64)
+            if r.ndim == 0 or r.shape[-1] < 2:
+                raise MetricError(f"topk: output '{name}' has shape {list(r.shape)}, not [..., classes]",
+                                  hint="name the logits output: --metric topk:K@OUTPUT")
+            r, c = r.reshape(-1, r.shape[-1]), c.reshape(-1, c.shape[-1])
+            top = min(k, r.shape[1])
+            ref_top = np.argsort(-r, axis=1, kind="stable")[:, :top]
+            got_top = np.argsort(-np.nan_to_num(c, nan=-np.inf), axis=1, kind="stable")[:, :top]
+            for a, b in zip(ref_top, got_top):
+                rows += 1
+                agreeing += int(b[0] in a and a[0] in b)
+        return MetricResult("topk", agreeing / rows if rows else 1.0, True, f"{agreeing}/{rows} rows agree")
+
+    return agreement
+
+
+def _load(spec: str):
+    module, _, name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise MetricError(f"--metric {spec} cannot be loaded: {exc}",
+                          hint="give an importable package.module:function (check PYTHONPATH)") from exc
+
+
+def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMetric | None:
+    """``--metric`` text → a :class:`TaskMetric` (None for no metric)."""
+    if spec is None:
+        if min_agreement is not None:
+            raise MetricError("--min-agreement applies to a --metric only", hint="add --metric, or drop it")
+        return None
+    threshold = DEFAULT_MIN_AGREEMENT if min_agreement is None else min_agreement
+    if not 0.0 <= threshold <= 1.0:
+        raise MetricError(f"--min-agreement must lie in [0, 1], got {threshold}", hint="e.g. 0.99")
+    match = re.fullmatch(r"topk(?::(\d+))?(?:@(.+))?", spec)
+    if match:
+        k = int(match[1] or 1)
+        if k < 1:
+            raise MetricError(f"--metric {spec}: K must be 1 or more", hint="e.g. topk:5")
+        return TaskMetric(spec, _topk(k, match[2]), threshold)
+    target = ALIASES.get(spec, spec)
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", target):
+        return TaskMetric(spec, _load(target), threshold)
+    raise MetricError(f"unknown --metric '{spec}'",
+                      hint="use topk[:K][@OUTPUT], lanes, or package.module:function")
