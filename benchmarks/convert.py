@@ -33,7 +33,7 @@ def main() -> int:
     if args.model == "lane":
         from orinkit.lanes.model import build_lane_model
 
-        model, name, shape, output = build_lane_model("resnet18"), "image", (3, 360, 640), "proposals"
+        model, name, shape, output = build_lane_model("resnet18", random_weights=True), "image", (3, 360, 640), "proposals"
     else:
         model, name, shape, output = torchvision.models.resnet18(weights=None).eval(), "input", (3, 224, 224), "logits"
     options = ConvertOptions(samples=args.samples, min_shapes={name: (1, *shape)}, opt_shapes={name: (1, *shape)},

@@ -3,6 +3,7 @@ tritonclient's large-message defaults (passing channel_args to tritonclient repl
 
 from __future__ import annotations
 
+import functools
 import os
 import ssl
 import tempfile
@@ -77,4 +78,18 @@ def connect(url: str, *, tls: TLS | None, keepalive=None, channel_options: Seque
                       certificate_chain=tls.certificate_chain)
     if keepalive is not None:
         kwargs["keepalive_options"] = keepalive
-    return grpcclient.InferenceServerClient(url, channel_args=options, **kwargs)
+    return _client_class()(url, channel_args=options, **kwargs)
+
+
+@functools.cache
+def _client_class():
+    """tritonclient's client whose ``__del__`` survives an ``__init__`` cut short (Ctrl-C or SIGTERM while it
+    connects): the original then prints a traceback at exit about a missing ``_stream``."""
+    import tritonclient.grpc as grpcclient
+
+    class SafeClient(grpcclient.InferenceServerClient):
+        def __del__(self):
+            if "_stream" in self.__dict__:
+                super().__del__()
+
+    return SafeClient

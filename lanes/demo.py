@@ -1,15 +1,19 @@
 """The main job: LaneATT from torch to lanes over gRPC, end to end on this machine's tritonserver.
 
-    python -m orinkit.lanes.demo [--image road.jpg] [--checkpoint laneatt.pt] [--out lanes.png] [--runs 50]
+    python -m orinkit.lanes.demo [--seed 0] [--image road.jpg] [--checkpoint W] [--random-weights] [--out lanes.png]
 
-Builds the model (random weights unless --checkpoint), exports and converts it with edge-convert (FP16 gate),
-lays out the lane_detection ensemble, starts tritonserver, sends a road image (drawn here, or --image), prints
-the lanes and the latency, and writes an overlay PNG.
+Builds the model (the weights that ship with orinkit, trained on synthetic roads; or --checkpoint; or random),
+exports and converts it with edge-convert (FP16 gate), lays out the lane_detection ensemble, starts tritonserver,
+sends a road (drawn here from --seed, with its true lanes; or --image), prints the lanes, their precision, recall
+and F1 against the drawn road's truth, and the latency, and writes an overlay PNG (found lanes red, true lanes
+green). Everything is built in a temporary folder that is removed at the end (or in --work, which is kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import statistics
 import sys
 import tempfile
@@ -17,6 +21,8 @@ import time
 from pathlib import Path
 
 from orinkit.core.errors import OrinkitError
+from orinkit.core.signals import INTERRUPTED_EXIT, sigterm_as_interrupt
+from orinkit.lanes.errors import LaneError
 
 
 def _step(message: str) -> float:
@@ -24,69 +30,144 @@ def _step(message: str) -> float:
     return time.perf_counter()
 
 
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", type=Path, default=None, help="a road image (JPEG/PNG); default: drawn here")
-    parser.add_argument("--checkpoint", type=Path, default=None, help="a reference LaneATT checkpoint (.pt)")
+    parser.add_argument("--seed", type=int, default=0, help="which road to draw (and the random weights' seed)")
+    parser.add_argument("--checkpoint", type=Path, default=None,
+                        help="weights: a reference LaneATT checkpoint (.pt) or an orinkit weights card (.json)")
+    parser.add_argument("--random-weights", action="store_true", help="untrained weights, to test the plumbing")
     parser.add_argument("--backbone", default="resnet18", choices=["resnet18", "resnet34"])
     parser.add_argument("--out", type=Path, default=Path("lanes.png"), help="overlay PNG to write")
     parser.add_argument("--runs", type=int, default=30, help="timed requests")
     parser.add_argument("--work", type=Path, default=None, help="keep the ONNX files and repository here")
     parser.add_argument("--conf-threshold", type=float, default=0.5)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (without --checkpoint)")
-    args = parser.parse_args(argv)
-    work = args.work or Path(tempfile.mkdtemp(prefix="orinkit-lanes-"))
+    return parser
+
+
+def _check_arguments(args) -> None:
+    """Everything a user can get wrong, refused before the slow work starts."""
+    if args.random_weights and args.checkpoint is not None:
+        raise LaneError("--random-weights and --checkpoint exclude each other", hint="give one of them")
+    if args.checkpoint is not None and not args.checkpoint.exists():
+        raise LaneError(f"--checkpoint {args.checkpoint} does not exist", hint="check the path")
+    if args.runs < 1:
+        raise LaneError(f"--runs {args.runs} is below 1", hint="use 1 or more")
+    if not 0.0 <= args.conf_threshold <= 1.0:
+        raise LaneError(f"--conf-threshold {args.conf_threshold} is not in [0, 1]", hint="e.g. 0.5")
+    if not args.out.parent.is_dir():
+        raise LaneError(f"the folder of --out {args.out} does not exist", hint="create it, or write elsewhere")
+    if args.work is not None and args.work.exists() and not args.work.is_dir():
+        raise LaneError(f"--work {args.work} is a file", hint="name a folder (it is created if missing)")
+    if args.image is not None:
+        _read_image(args.image)
+
+
+def _read_image(path: Path) -> bytes:
+    from PIL import Image, UnidentifiedImageError
+
     try:
-        return _run(args, work)
-    except OrinkitError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        data = path.read_bytes()
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except FileNotFoundError:
+        raise LaneError(f"--image {path} does not exist", hint="check the path") from None
+    except (OSError, UnidentifiedImageError) as exc:
+        raise LaneError(f"--image {path} is not an image Pillow can read ({exc})",
+                        hint="pass a JPEG or PNG file") from None
+    return data
+
+
+@contextlib.contextmanager
+def _work_folder(work: Path | None):
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+        yield work
+        return
+    with tempfile.TemporaryDirectory(prefix="orinkit-lanes-") as folder:
+        yield Path(folder)
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    with sigterm_as_interrupt():
+        try:
+            _check_arguments(args)
+            with _work_folder(args.work) as work:
+                return _run(args, work)
+        except OrinkitError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt:
+            print("interrupted: stopped the server and removed what the demo made", file=sys.stderr)
+            return INTERRUPTED_EXIT
+
+
+def _model(args):
+    import torch
+
+    from orinkit.lanes.model import build_lane_model, show_random_lanes
+    from orinkit.lanes.weights import has_shipped_weights
+
+    torch.manual_seed(args.seed)
+    if args.checkpoint is not None:
+        return build_lane_model(args.backbone, checkpoint=args.checkpoint), f"weights from {args.checkpoint}"
+    if not args.random_weights and args.backbone == "resnet18" and has_shipped_weights():
+        return build_lane_model(args.backbone), "the shipped weights (LaneATT-R18 trained on synthetic roads)"
+    model = show_random_lanes(build_lane_model(args.backbone, random_weights=True))
+    why = "asked for" if args.random_weights else "no trained weights ship with this orinkit yet"
+    return model, (f"RANDOM weights ({why}): the lanes below show that the pipeline works, not what a trained "
+                   "model sees (the length head's bias is set so that random lanes are long enough to draw)")
+
+
+def _road(args):
+    """The image bytes and, for a drawn road, its true lanes in the image's pixels."""
+    if args.image is not None:
+        return _read_image(args.image), None, str(args.image)
+    from orinkit.lanes.synth import render_road
+
+    road = render_road(args.seed, 1280, 720)
+    return road.encode("PNG"), road.lanes, f"the road drawn from seed {args.seed}"
 
 
 def _run(args, work: Path) -> int:
     from orinkit.convert.pipeline import ConvertOptions, convert_onnx
     from orinkit.lanes.client import LaneDetector
-    from orinkit.lanes.draw import overlay, road_image
+    from orinkit.lanes.draw import overlay
     from orinkit.lanes.export import export_lane_onnx
-    from orinkit.lanes.model import build_lane_model, show_random_lanes
+    from orinkit.lanes.metrics import score_image
     from orinkit.lanes.postprocess import PostprocessOptions
     from orinkit.lanes.repository import build_lane_repository
-    from orinkit.server import TritonProcess
     from orinkit.server.testing import start_on_free_ports
 
     started = _step(f"[1/5] LaneATT ({args.backbone}) in torch")
-    import torch
-
-    torch.manual_seed(args.seed)  # the same random weights, so the same lanes, on every run
-    model = build_lane_model(args.backbone, checkpoint=args.checkpoint)
-    if model.weights_are_random:
-        show_random_lanes(model)
-        print("      weights are RANDOM (no --checkpoint): the lanes below show that the pipeline works, not what a "
-              "trained model sees (the length head's bias is set so that random lanes are long enough to draw)")
+    model, weights = _model(args)
+    print(f"      {weights}")
     onnx_path = export_lane_onnx(model, work / "laneatt.onnx", dynamic_batch=True)
     print(f"      exported {onnx_path} and {onnx_path.stem}.anchors.npy in {time.perf_counter() - started:.1f} s")
 
     started = _step("[2/5] edge-convert: validate, simplify, FP16 accuracy gate")
     shapes = {"image": (1, 3, 360, 640)}
-    result = convert_onnx(onnx_path, work / "laneatt.edge", ConvertOptions(
-        min_shapes=shapes, opt_shapes=shapes, max_shapes={"image": (4, 3, 360, 640)}, samples=4), force=True,
-        progress=lambda m: print("      " + m) if m.startswith("  ") or "TensorRT" in m else None)
+    options = ConvertOptions(min_shapes=shapes, opt_shapes=shapes, max_shapes={"image": (4, 3, 360, 640)},
+                             samples=4, data=_gate_frames(work, args.seed),
+                             metric=None if model.weights_are_random else "lanes")
+    result = convert_onnx(onnx_path, work / "laneatt.edge", options, force=True,
+                          progress=lambda m: print("      " + m) if m.startswith("  ") or "TensorRT" in m else None)
     artifact = result.artifacts.get("plan") or result.artifacts["fp32_onnx"]
     print(f"      {'engine built' if result.engine_built else 'no TensorRT here: serving the ONNX model'} "
           f"in {time.perf_counter() - started:.1f} s")
 
-    started = _step("[3/5] the lane_detection ensemble")
+    _step("[3/5] the lane_detection ensemble")
     repository = work / "models"
     build_lane_repository(repository, artifact, postprocess=PostprocessOptions(conf_threshold=args.conf_threshold),
                           progress=lambda m: print("      " + m))
 
     started = _step("[4/5] tritonserver")
-    server: TritonProcess = start_on_free_ports(repository, work / "tritonserver.log")
+    image, truth, what = _road(args)
+    server = start_on_free_ports(repository, work / "tritonserver.log")
     try:
-        print(f"      ready in {time.perf_counter() - started:.1f} s on {server.command.grpc_url} "
-              f"(log {work / 'tritonserver.log'})")
-        image = args.image.read_bytes() if args.image else road_image()
-        _step(f"[5/5] lanes for {'the drawn road' if args.image is None else args.image}")
+        print(f"      ready in {time.perf_counter() - started:.1f} s on {server.command.grpc_url}")
+        _step(f"[5/5] lanes for {what}")
         with LaneDetector(server.command.grpc_url) as detect:
             lanes = detect(image)
             latencies = []
@@ -102,12 +183,29 @@ def _run(args, work: Path) -> int:
               f"({first[0]:.0f}, {first[1]:.0f}) to ({last[0]:.0f}, {last[1]:.0f})")
     if not lanes:
         print("      no lane scored above the threshold")
+    if truth is not None:
+        score = score_image([lane.points for lane in lanes], truth, (720, 1280))
+        print(f"      against the drawn road's {len(truth)} true lanes (CULane rule): {score.describe()}")
     ordered = sorted(latencies)
     print(f"      latency over {args.runs} requests (image bytes in, lanes out): median "
           f"{statistics.median(ordered):.1f} ms, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.1f} ms")
-    overlay(image, lanes, args.out)
-    print(f"wrote {args.out}" + (" (random weights)" if model.weights_are_random else ""))
+    overlay(image, lanes, args.out, truth=truth)
+    print(f"wrote {args.out} (found lanes red{', true lanes green' if truth is not None else ''})"
+          + (" (random weights)" if model.weights_are_random else ""))
     return 0
+
+
+def _gate_frames(work: Path, seed: int) -> Path:
+    """Four drawn roads (not the demo's own) as the FP16 gate's inputs: real frames, not noise."""
+    import numpy as np
+
+    from orinkit.lanes.synth import render_road
+
+    frames = np.stack([render_road(seed + 1000 + i, 640, 360).bgr().astype(np.float32).transpose(2, 0, 1) / 255
+                       for i in range(4)])
+    path = work / "gate_frames.npz"
+    np.savez(path, image=frames)
+    return path
 
 
 if __name__ == "__main__":

@@ -32,15 +32,23 @@ def road_image(width: int = 1280, height: int = 720, *, seed: int = 0) -> bytes:
     return buffer.getvalue()
 
 
-def overlay(image: bytes, lanes: Sequence, path) -> None:
-    """Write ``image`` with each lane (points in its pixels) drawn as a coloured polyline to ``path`` (PNG)."""
+FOUND, TRUE = (255, 40, 40), (40, 220, 90)
+
+
+def overlay(image: bytes, lanes: Sequence, path, *, truth: Sequence | None = None) -> None:
+    """Write ``image`` as a PNG to ``path`` with the found lanes (objects with ``.points``, or [M, 2] arrays, in its
+    pixels) drawn in red over the true lanes in green, when ``truth`` is given."""
     from PIL import Image, ImageDraw
+
+    from orinkit.core.files import atomic_write_bytes
 
     picture = Image.open(io.BytesIO(image)).convert("RGB")
     draw = ImageDraw.Draw(picture)
-    colours = [(255, 60, 60), (60, 200, 255), (90, 255, 90), (255, 160, 0), (200, 90, 255), (255, 255, 90)]
-    for index, lane in enumerate(lanes):
-        points = [tuple(map(float, p)) for p in lane.points]
-        if len(points) > 1:
-            draw.line(points, fill=colours[index % len(colours)], width=4)
-    picture.save(path, "PNG")
+    for colour, width, group in ((TRUE, 7, truth or ()), (FOUND, 3, lanes)):
+        for lane in group:
+            points = [tuple(map(float, p)) for p in getattr(lane, "points", lane)]
+            if len(points) > 1:
+                draw.line(points, fill=colour, width=width, joint="curve")
+    buffer = io.BytesIO()
+    picture.save(buffer, "PNG")
+    atomic_write_bytes(path, buffer.getvalue())

@@ -15,6 +15,7 @@ import torchvision
 from torch import nn
 
 from orinkit.lanes.anchors import HEADER, anchor_cut_columns, make_anchors, select_topk_anchors
+from orinkit.lanes.errors import LaneError
 
 STRIDE = 32
 BACKBONE_CHANNELS = 512
@@ -22,7 +23,7 @@ BACKBONES = ("resnet18", "resnet34")
 CHECKPOINT_PREFIXES = ("feature_extractor.", "conv1.", "cls_layer.", "reg_layer.", "attention_layer.")
 
 
-class CheckpointMismatchError(ValueError):
+class CheckpointMismatchError(LaneError):
     """A checkpoint whose keys or shapes do not fit the model it was loaded into."""
 
 
@@ -161,21 +162,47 @@ def _read_frequencies(frequencies) -> np.ndarray:
 
 
 def build_lane_model(backbone: str = "resnet18", checkpoint=None, topk_anchors: int | None = None,
-                     frequencies=None) -> LaneATT:
+                     frequencies=None, *, random_weights: bool = False) -> LaneATT:
     """A LaneATT in eval mode: all 2784 anchors, or the ``topk_anchors`` most frequent ones per ``frequencies``.
 
-    ``frequencies`` is an array, a tensor, or a path to a ``.npy`` or torch-saved tensor; ``checkpoint`` a path or
-    state_dict accepted by :meth:`LaneATT.load_reference_checkpoint`.
+    Weights: ``checkpoint`` (a reference checkpoint path or state_dict, see
+    :meth:`LaneATT.load_reference_checkpoint`, or an orinkit weights card ``.json`` written by
+    ``python -m orinkit.lanes.train``); else, unless ``random_weights``, the LaneATT-R18 trained on synthetic
+    roads that ships with orinkit (:mod:`orinkit.lanes.weights`). ``frequencies`` is an array, a tensor, or a
+    path to a ``.npy`` or torch-saved tensor.
     """
+    from orinkit.lanes import weights
+
     if (topk_anchors is None) != (frequencies is None):
-        raise ValueError("topk_anchors and frequencies go together: give both or neither")
+        raise LaneError("topk_anchors and frequencies go together", hint="give both or neither")
+    if random_weights and checkpoint is not None:
+        raise LaneError("random_weights and a checkpoint exclude each other", hint="drop one of them")
     anchors = make_anchors()
     if topk_anchors is not None:
         anchors = select_topk_anchors(anchors, _read_frequencies(frequencies), topk_anchors)
     model = LaneATT(backbone, anchors=anchors)
+    if checkpoint is None and not random_weights:
+        if backbone != "resnet18" or topk_anchors is not None or not weights.has_shipped_weights():
+            raise MissingWeightsError(
+                "no trained weights ship with this orinkit for LaneATT-"
+                f"{backbone.replace('resnet', 'R')}{'' if topk_anchors is None else f' with {topk_anchors} anchors'}",
+                hint="pass a checkpoint, train them (python -m orinkit.lanes.train on a GPU), or use "
+                     "random_weights=True for plumbing tests")
+        checkpoint = weights.shipped_card()
     if checkpoint is not None:
-        model.load_reference_checkpoint(checkpoint)
+        if isinstance(checkpoint, (str, os.PathLike)) and (str(checkpoint).endswith(".json") or
+                                                             os.path.isdir(checkpoint)):
+            state, _ = weights.load_weights(checkpoint)
+            model.load_reference_checkpoint(state)
+        else:
+            model.load_reference_checkpoint(checkpoint)
     return model.eval()
+
+
+class MissingWeightsError(LaneError):
+    """Trained weights were asked for and none are here."""
+
+    exit_code = 3
 
 
 def show_random_lanes(model: LaneATT, rows: float = 48.0) -> LaneATT:
@@ -183,7 +210,8 @@ def show_random_lanes(model: LaneATT, rows: float = 48.0) -> LaneATT:
     drops, so the length bias is set to ``rows``. For demos and tests of the pipeline; it changes no trained
     model (it refuses one that loaded a checkpoint)."""
     if not model.weights_are_random:
-        raise ValueError("show_random_lanes is for untrained models; this one loaded a checkpoint")
+        raise LaneError("show_random_lanes is for untrained models; this one loaded a checkpoint",
+                        hint="call it only on a model built with random_weights=True")
     with torch.no_grad():
         model.reg_layer.bias[0] = rows
     return model

@@ -241,7 +241,7 @@ def laneatt(seed: int = 0, frames: np.ndarray | None = None):
     from orinkit.lanes.model import build_lane_model
 
     torch.manual_seed(seed)
-    model = build_lane_model("resnet18")
+    model = build_lane_model("resnet18", random_weights=True)
     he_initialise(model, seed=seed)
     calibration = torch.from_numpy(road_frames(8, seed=seed + 100) if frames is None else frames)
     recalibrate_batchnorm(model, calibration)

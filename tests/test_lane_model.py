@@ -14,6 +14,7 @@ from orinkit.lanes.anchors import anchor_cut_columns, make_anchors, select_topk_
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from orinkit.lanes.errors import LaneError
 from orinkit.lanes.model import (  # noqa: E402
     CheckpointMismatchError,
     LaneATT,
@@ -202,7 +203,7 @@ def test_bad_checkpoint_names_the_keys(model):
         target.load_reference_checkpoint({"model": state})
     message = str(info.value)
     assert "cls_layer.bias" in message and "head.extra.weight" in message and "feature_extractor." in message
-    assert isinstance(info.value, ValueError) and target.weights_are_random
+    assert isinstance(info.value, LaneError) and info.value.exit_code == 4 and target.weights_are_random
     with pytest.raises(CheckpointMismatchError, match="not a state_dict"):
         target.load_reference_checkpoint({"model": {"conv1.weight": "nope"}})
 
@@ -210,7 +211,7 @@ def test_bad_checkpoint_names_the_keys(model):
 def test_topk_anchors(anchors, tmp_path):
     freq = torch.from_numpy(np.random.default_rng(0).integers(0, 50, len(anchors)).astype(np.float32))
     torch.save(freq, tmp_path / "freq.pt")
-    small = build_lane_model(topk_anchors=40, frequencies=tmp_path / "freq.pt")
+    small = build_lane_model(topk_anchors=40, frequencies=tmp_path / "freq.pt", random_weights=True)
     np.testing.assert_array_equal(small.anchors.numpy(), select_topk_anchors(anchors, freq.numpy(), 40))
     assert small.attention_layer.out_features == 39 and not small.training
     x = torch.rand(1, 3, 360, 640)
@@ -221,5 +222,5 @@ def test_topk_anchors(anchors, tmp_path):
     # A top-k checkpoint in a full model: the message says how many anchors it wants.
     with pytest.raises(CheckpointMismatchError, match="topk_anchors=40"):
         build_lane_model(checkpoint={"model": small.state_dict()})
-    with pytest.raises(ValueError):
-        build_lane_model(topk_anchors=40)
+    with pytest.raises(LaneError, match="topk_anchors and frequencies go together"):
+        build_lane_model(topk_anchors=40, random_weights=True)

@@ -1,0 +1,180 @@
+"""LaneATT training on synthetic roads: targets, anchor matching, the loss, a CPU training step, weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from orinkit.lanes.anchors import make_anchors
+from orinkit.lanes.errors import LaneError
+from orinkit.lanes.loss import laneatt_loss, match
+from orinkit.lanes.model import MissingWeightsError, build_lane_model
+from orinkit.lanes.targets import INVALID, lane_target, lane_targets, sample_rows
+from orinkit.lanes.weights import load_weights, save_weights
+
+ROWS = sample_rows(360)
+
+
+def test_a_lane_from_the_bottom_covers_rows_up_to_its_end():
+    points = np.stack([np.linspace(200, 300, 40), np.linspace(360, 150, 40)], axis=1)
+    target = lane_target(points)
+    assert target[1] == 1.0 and target[2] == 0.0  # starts on the bottom row
+    reached = ROWS >= 150
+    assert target[4] == reached.sum()
+    np.testing.assert_allclose(target[5:5 + reached.sum()], 200 + (360 - ROWS[reached]) / 210 * 100, atol=1e-6)
+    assert (target[5 + reached.sum():] == INVALID).all()
+
+
+def test_a_lane_entering_through_the_side_starts_where_it_enters():
+    # x = -100 at the bottom, rising to the right: outside the image for the first rows.
+    points = np.stack([np.linspace(-100, 250, 50), np.linspace(360, 100, 50)], axis=1)
+    target = lane_target(points)
+    xs = -100 + (360 - ROWS) / 260 * 350
+    outside = int(np.argmax(xs >= 0))
+    assert outside > 0 and target[2] == pytest.approx(outside / 71)
+    assert target[3] == pytest.approx(xs[outside]) and target[5] == pytest.approx(xs[0])
+
+
+def test_a_lane_above_the_bottom_is_continued_down_to_it():
+    points = np.array([[300.0, 300.0], [310.0, 250.0], [330.0, 150.0]])
+    target = lane_target(points)
+    assert target[2] == 0.0 and target[5] == pytest.approx(300 - (360 - 300) / 50 * 10)
+
+
+def test_targets_pad_with_background_and_refuse_too_many_lanes():
+    lanes = [np.stack([np.full(10, x), np.linspace(360, 200, 10)], axis=1) for x in (100, 300)]
+    targets = lane_targets(lanes, max_lanes=4)
+    assert targets.shape == (4, 77) and targets[:2, 1].tolist() == [1, 1] and targets[2:, 1].tolist() == [0, 0]
+    with pytest.raises(LaneError, match="more than max_lanes=1"):
+        lane_targets(lanes, max_lanes=1)
+
+
+def test_anchors_near_a_lane_are_its_positives():
+    anchors = torch.from_numpy(make_anchors())
+    chosen = 1500  # a bottom anchor
+    target = anchors[chosen].clone()
+    target[1], target[4] = 1.0, 72 - round(float(target[2]) * 71)
+    targets = torch.full((1, 2, 77), INVALID)
+    targets[0, 0] = target
+    targets[0, 1, 1] = 0.0
+    positives, negatives, nearest = match(anchors, targets)
+    assert positives[0, chosen] and not negatives[0, chosen] and nearest[0, chosen] == 0
+    assert negatives[0].sum() > 2000 and not (positives & negatives).any()
+
+
+@pytest.fixture(scope="module")
+def batch():
+    from orinkit.lanes.train import _sample
+
+    images, targets = zip(*(_sample(seed, flip=seed == 1) for seed in (0, 1)))
+    return torch.from_numpy(np.stack(images)).float() / 255, torch.from_numpy(np.stack(targets))
+
+
+def test_one_cpu_training_step_lowers_the_loss(batch):
+    images, targets = batch
+    torch.manual_seed(0)
+    model = build_lane_model(random_weights=True).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    first = laneatt_loss(model(images), model.anchors, targets)
+    assert first.positives > 0 and bool(torch.isfinite(first.total.detach()))
+    optimizer.zero_grad()
+    first.total.backward()
+    optimizer.step()
+    with torch.no_grad():
+        second = laneatt_loss(model(images), model.anchors, targets)
+    before, after = first.total.item(), second.total.item()
+    assert after < before, (before, after)
+
+
+def test_images_without_lanes_train_only_the_classifier():
+    model = build_lane_model(random_weights=True)
+    proposals = torch.zeros(1, 2784, 77, requires_grad=True)
+    targets = torch.full((1, 4, 77), INVALID)
+    targets[..., 0], targets[..., 1] = 1.0, 0.0
+    parts = laneatt_loss(proposals, model.anchors, targets)
+    assert parts.positives == 0 and float(parts.reg) == 0.0 and float(parts.cls) > 0
+    parts.total.backward()
+    assert proposals.grad[..., 4:].abs().sum() == 0
+
+
+def test_weights_travel_as_fp16_shards_and_load_back(tmp_path):
+    model = build_lane_model(random_weights=True)
+    shards = save_weights(model.state_dict(), tmp_path / "laneatt.json", {"steps": 3}, shard_bytes=4 << 20)
+    assert len(shards) > 1 and all(p.stat().st_size < (4 << 20) + (1 << 20) for p in shards)
+    state, info = load_weights(tmp_path / "laneatt.json")
+    assert info["steps"] == 3 and info["dtype"] == "float16" and len(info["shards"]) == len(shards)
+    loaded = build_lane_model(checkpoint=tmp_path / "laneatt.json")
+    assert not loaded.weights_are_random
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(loaded.state_dict()[key], value.half().float() if value.is_floating_point() else value)
+    (tmp_path / shards[-1].name).write_bytes(b"cut")
+    with pytest.raises(LaneError, match="cannot read weight shard"):
+        load_weights(tmp_path / "laneatt.json")
+
+
+def test_without_shipped_weights_the_trained_model_is_refused_with_the_way_out(monkeypatch):
+    from orinkit.lanes import weights
+
+    monkeypatch.setattr(weights, "has_shipped_weights", lambda: False)
+    with pytest.raises(MissingWeightsError, match="no trained weights ship") as info:
+        build_lane_model()
+    assert "random_weights=True" in str(info.value) and info.value.exit_code == 3
+
+
+def test_train_runs_end_to_end_on_the_cpu(tmp_path):
+    """Two steps, two held-out roads: the loop, the evaluation and the card, not a useful model."""
+    from orinkit.lanes.train import TrainOptions, train
+
+    messages = []
+    card = train(TrainOptions(device="cpu", steps=2, batch=2, workers=0, eval_images=2, warmup_steps=1,
+                              log_seconds=0, out=tmp_path, name="tiny", command="test"), progress=messages.append)
+    info = json.loads(card.read_text())
+    assert info["steps"] == 2 and info["images"] == 4 and info["held_out_images"] == 2
+    assert 0.0 <= info["f1"] <= 1.0 and info["command"] == "test" and info["shards"]
+    assert any(m.startswith("step 1: loss") for m in messages) and any("held-out" in m for m in messages)
+    assert not build_lane_model(checkpoint=card).weights_are_random
+
+
+def test_bad_training_options_are_refused():
+    from orinkit.lanes.train import TrainOptions, main
+
+    with pytest.raises(LaneError, match="--device must be cuda or cpu"):
+        TrainOptions(device="tpu")
+    assert main(["--device", "cpu", "--batch", "0"]) == 4
+
+
+def test_own_frames_in_culane_format_feed_the_training(tmp_path):
+    """Frames written in CULane's format (a 1280x720 drawn road as JPEG and its .lines.txt) read back at the
+    network's size with their lanes scaled, and a fine-tuning run takes them."""
+    from orinkit.lanes.culane import CulaneFrames, read_annotation, write_annotation
+    from orinkit.lanes.synth import render_road
+    from orinkit.lanes.train import TrainOptions, train
+
+    for seed in (3, 4):
+        road = render_road(seed, 1280, 720)
+        (tmp_path / "frames").mkdir(exist_ok=True)
+        (tmp_path / "frames" / f"{seed:05d}.jpg").write_bytes(road.encode("JPEG"))
+        write_annotation(tmp_path / "frames" / f"{seed:05d}.lines.txt", road.lanes)
+    frames = CulaneFrames.find(tmp_path / "frames")
+    image, lanes = frames.load(0)
+    truth = render_road(3, 1280, 720).lanes
+    assert image.shape == (360, 640, 3) and len(lanes) == len(truth)
+    np.testing.assert_allclose(lanes[0], truth[0] * 0.5, atol=0.01)
+    (tmp_path / "frames" / "bad.lines.txt").write_text("1 2 3\n")
+    with pytest.raises(LaneError, match="odd count of numbers"):
+        read_annotation(tmp_path / "frames" / "bad.lines.txt")
+    with pytest.raises(LaneError, match="holds no image with a .lines.txt"):
+        CulaneFrames.find(_empty(tmp_path))
+    card = train(TrainOptions(device="cpu", steps=1, batch=2, workers=0, eval_images=0, warmup_steps=1,
+                              frames=tmp_path / "frames", frames_share=1.0, out=tmp_path / "out", command="test"),
+                 progress=lambda m: None)
+    assert json.loads(card.read_text())["frames"]["count"] == 2
+
+
+def _empty(tmp_path):
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    return folder
