@@ -14,9 +14,11 @@ from orinkit.client.errors import (
     ModelNotReadyError,
     ServerUnavailableError,
     SharedMemoryError,
+    SharedMemoryRegionLostError,
 )
 
 __all__ = [
     "Client", "Retry", "ClientError", "ServerUnavailableError", "DeadlineExceededError", "ModelNotFoundError",
-    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError", "ClientClosedError",
+    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError", "SharedMemoryRegionLostError",
+    "ClientClosedError",
 ]

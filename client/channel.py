@@ -17,6 +17,11 @@ INT32_MAX = 2**31 - 1
 DEFAULT_CHANNEL_OPTIONS = (
     ("grpc.max_send_message_length", INT32_MAX),
     ("grpc.max_receive_message_length", INT32_MAX),
+    # gRPC waits 1 s, then up to 120 s, before it tries a lost connection again, and fails calls meanwhile; a
+    # restarted tritonserver (about 2-4 s) would stay unreachable long after it is back.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 )
 
 

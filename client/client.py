@@ -14,10 +14,12 @@ from orinkit.client.channel import TLS, connect
 from orinkit.client.errors import (
     ClientClosedError,
     ClientError,
+    DeadlineExceededError,
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
     ServerUnavailableError,
+    SharedMemoryRegionLostError,
     map_exception,
 )
 from orinkit.client.model import ModelInfo, prepare_inputs
@@ -25,14 +27,31 @@ from orinkit.client.model import ModelInfo, prepare_inputs
 COMPRESSION = (None, "gzip", "deflate")
 
 
+# Requests above this are refused before sending: the server copies every request into the Python backend's
+# shared memory, which grows for good (a 200 MB request took a server from 214 MB to 933 MB); on an 8 GB Orin that
+# memory is the GPU's too. A batch of eight 1080p FP32 frames is 200 MB; encoded images are a few hundred kB.
+DEFAULT_MAX_REQUEST_BYTES = 64 << 20
+# Without a deadline, UNAVAILABLE is retried this many times (about 4 s with the default backoff).
+ATTEMPTS_WITHOUT_DEADLINE = 8
+
+
 @dataclass(frozen=True)
 class Retry:
-    """UNAVAILABLE is retried (inference is idempotent): ``attempts`` in all, waiting ``backoff_s`` doubled each
-    time up to ``max_backoff_s``, each wait ending early when the server reports ready again."""
+    """UNAVAILABLE is retried (inference is idempotent) until the call's deadline (``timeout_s``), waiting
+    ``backoff_s`` doubled each time up to ``max_backoff_s``, each wait ending as soon as the server reports ready
+    again. ``attempts`` caps the tries; without a deadline the cap is 8. A shared-memory region the server forgot
+    (it restarted) is registered again and the call repeated, within the same deadline."""
 
-    attempts: int = 4
-    backoff_s: float = 0.1
-    max_backoff_s: float = 2.0
+    attempts: int | None = None
+    backoff_s: float = 0.05
+    max_backoff_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.attempts is not None and self.attempts < 1:
+            raise InvalidInputError(f"Retry(attempts={self.attempts}) makes no call",
+                                    hint="use 1 or more, or None for 'until the deadline'")
+        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
+            raise InvalidInputError("Retry needs 0 <= backoff_s <= max_backoff_s", hint="e.g. Retry(backoff_s=0.05)")
 
 
 class Client:
@@ -67,6 +86,7 @@ class Client:
         channel_options: Sequence[tuple[str, object]] = (),
         shared_memory: str | None = None,
         outputs: Sequence[str] | None = None,
+        max_request_bytes: int | None = DEFAULT_MAX_REQUEST_BYTES,
     ) -> None:
         if not model:
             raise InvalidInputError("Client needs a model name", hint="Client(url, model='...')")
@@ -75,6 +95,9 @@ class Client:
         if shared_memory not in (None, "system"):
             raise InvalidInputError(f"shared_memory '{shared_memory}' is unknown",
                                     hint="use 'system' (CUDA shared memory does not exist on Jetson) or None")
+        if timeout_s is not None and not timeout_s > 0:
+            raise InvalidInputError(f"timeout_s {timeout_s} is not above 0", hint="e.g. 30, or None for no deadline")
+        self.max_request_bytes = max_request_bytes
         self.url, self.model, self.version = url, model, version
         self.timeout_s, self.ready_timeout_s, self.retry = timeout_s, ready_timeout_s, retry
         self.compression, self.shared_memory = compression, shared_memory
@@ -118,15 +141,15 @@ class Client:
     def _load_info(self) -> ModelInfo:
         deadline = time.monotonic() + self.ready_timeout_s
         version = self.version or ""
-        while not self._with_retry(lambda: self._grpc.is_model_ready(self.model, version,
-                                                                   client_timeout=self.timeout_s)):
+        while not self._with_retry(lambda left: self._grpc.is_model_ready(self.model, version, client_timeout=left),
+                                   deadline):
             self._raise_if_unknown(version)
             if time.monotonic() >= deadline:
                 raise ModelNotReadyError(f"model '{self.model}' was not ready after {self.ready_timeout_s:g} s",
                                          hint="edge-repo status shows its state; raise ready_timeout_s if it loads")
             time.sleep(0.2)
-        config = self._with_retry(lambda: self._grpc.get_model_config(self.model, version, as_json=True,
-                                                                    client_timeout=self.timeout_s))
+        config = self._with_retry(lambda left: self._grpc.get_model_config(self.model, version, as_json=True,
+                                                                         client_timeout=left), deadline)
         return ModelInfo.from_config(config["config"], self.version)
 
     def _raise_if_unknown(self, version: str) -> None:
@@ -146,21 +169,47 @@ class Client:
         if self._closed:
             raise ClientClosedError(f"this client for '{self.model}' is closed", hint="make a new Client")
 
-    def _with_retry(self, call):
+    def _deadline(self) -> float | None:
+        return None if self.timeout_s is None else time.monotonic() + self.timeout_s
+
+    def _with_retry(self, call, deadline: float | None, *, region_lost=None):
+        """``call(seconds_left)`` until it succeeds, retrying UNAVAILABLE (and, with ``region_lost``, a shared
+        memory region the server forgot) until ``deadline``; the most specific ClientError otherwise."""
         from tritonclient.utils import InferenceServerException
 
         delay = self.retry.backoff_s
-        for attempt in range(1, self.retry.attempts + 1):
+        cap = self.retry.attempts or (ATTEMPTS_WITHOUT_DEADLINE if deadline is None else None)
+        attempt, last, reregistered = 0, None, 0
+        while True:
             self._check_open()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                if isinstance(last, ModelNotReadyError):
+                    raise ModelNotReadyError(f"{last.message} (for the whole {self.timeout_s:g} s of the call)",
+                                             hint=last.hint) from last.__cause__
+                if isinstance(last, ServerUnavailableError):
+                    raise ServerUnavailableError(
+                        f"the server at {self.url} was unreachable for the whole {self.timeout_s:g} s of the call: "
+                        f"{last.message}", hint=last.hint) from last.__cause__
+                raise DeadlineExceededError(f"the call to {self.url} took longer than its {self.timeout_s:g} s",
+                                            hint="raise timeout_s, or look at the server's load") from last
+            attempt += 1
             try:
-                return call()
+                return call(left)
             except InferenceServerException as exc:
                 error = map_exception(exc, url=self.url, model=self.model)
-                if not isinstance(error, ServerUnavailableError) or attempt == self.retry.attempts:
+                error.__cause__ = exc
+                recoverable = isinstance(error, (ServerUnavailableError, ModelNotReadyError)) or (
+                    region_lost is not None and isinstance(error, SharedMemoryRegionLostError) and reregistered < 3)
+                if not recoverable or (cap is not None and attempt >= cap):
                     raise error from exc
-            self._wait_ready(delay)
+                last = error
+            if isinstance(last, SharedMemoryRegionLostError):
+                reregistered += 1
+                region_lost()
+                continue
+            self._wait_ready(delay if left is None else min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, self.retry.max_backoff_s)
-        raise AssertionError("unreachable")
 
     def _wait_ready(self, seconds: float) -> None:
         """Sleep up to ``seconds``, returning early once the server reports ready (the readiness probe)."""
@@ -169,13 +218,15 @@ class Client:
             try:
                 if self._grpc.is_server_ready(client_timeout=max(0.05, deadline - time.monotonic())):
                     return
-            except Exception:  # still down: keep waiting until the backoff ends
+            except Exception:  # noqa: BLE001 - still down: keep waiting until the backoff ends
                 pass
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
+        deadline = self._deadline()
         info = self.info
         prepared, single = prepare_inputs(info, arrays, named)
+        self._check_size(prepared)
         wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
         unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
         if unknown:
@@ -183,14 +234,27 @@ class Client:
                                     hint=f"its outputs are {', '.join(t.name for t in info.outputs)}")
         if self._shm is not None:
             with self._shm_lock:
-                results = self._infer(info, prepared, wanted)
+                results = self._infer(info, prepared, wanted, deadline)
         else:
-            results = self._infer(info, prepared, wanted)
+            results = self._infer(info, prepared, wanted, deadline)
         if single:
             results = {name: value[0] for name, value in results.items()}
         return results[wanted[0]] if len(wanted) == 1 else results
 
-    def _infer(self, info: ModelInfo, prepared: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+    def _check_size(self, prepared: dict[str, np.ndarray]) -> None:
+        if self.max_request_bytes is None:
+            return
+        size = sum(sum(len(x) if isinstance(x, (bytes, str)) else 0 for x in a.flat) if a.dtype == np.object_
+                   else a.nbytes for a in prepared.values())
+        if size > self.max_request_bytes:
+            raise InvalidInputError(
+                f"the request holds {size / 2**20:.1f} MiB, above this client's limit of "
+                f"{self.max_request_bytes / 2**20:.0f} MiB", expected=self.max_request_bytes, given=size,
+                hint="send smaller batches or encoded images; or raise Client(max_request_bytes=...) if the "
+                     "server has the memory (each large request grows the Python backend's shared memory for good)")
+
+    def _infer(self, info: ModelInfo, prepared: dict[str, np.ndarray], wanted: list[str],
+               deadline: float | None) -> dict[str, np.ndarray]:
         import tritonclient.grpc as grpcclient
 
         grpc_inputs = {}
@@ -209,9 +273,10 @@ class Client:
             if shm is not None and shm.bind_output(output, name):
                 in_shm.add(name)
             requested.append(output)
-        result = self._with_retry(lambda: self._grpc.infer(
+        result = self._with_retry(lambda left: self._grpc.infer(
             self.model, list(grpc_inputs.values()), model_version=self.version or "", outputs=requested,
-            client_timeout=self.timeout_s, compression_algorithm=self.compression))
+            client_timeout=left, compression_algorithm=self.compression), deadline,
+            region_lost=None if shm is None else shm.register_again)
         return {name: shm.read_output(result, name) if name in in_shm else result.as_numpy(name)
                 for name in wanted}
 
@@ -228,7 +293,8 @@ class Client:
                             insecure=bool(self._tls and self._tls.insecure), timeout_s=self.timeout_s,
                             ready_timeout_s=self.ready_timeout_s, retry=self.retry, keepalive=self._keepalive,
                             compression=self.compression, channel_options=self._channel_options,
-                            shared_memory=self.shared_memory, outputs=self.default_outputs)
+                            shared_memory=self.shared_memory, outputs=self.default_outputs,
+                            max_request_bytes=self.max_request_bytes)
             self._local.client = worker
             with self._init_lock:
                 self._workers.append(worker)

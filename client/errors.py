@@ -10,7 +10,11 @@
     ├── InvalidInputError        a dtype, shape, name or count the model does not take (exit 4)
     ├── InferenceFailedError     the server ran the request and the model failed (exit 6)
     ├── SharedMemoryError        shared memory could not be set up or was refused by the server (exit 6)
+    │   └── SharedMemoryRegionLostError   the server no longer knows a region (it restarted); re-registered
     └── ClientClosedError        the client was used after close() (exit 1)
+
+gRPC's status code decides first; the server's message only separates causes that share a code (a region the
+server forgot and a model it does not know are both NOT_FOUND).
 """
 
 from __future__ import annotations
@@ -57,31 +61,81 @@ class SharedMemoryError(ClientError):
     pass
 
 
+class SharedMemoryRegionLostError(SharedMemoryError):
+    pass
+
+
 class ClientClosedError(ClientError):
     exit_code = 1
 
 
-def map_exception(exc, *, url: str, model: str | None = None) -> ClientError:
-    """The most specific ClientError for a tritonclient InferenceServerException (the caller chains it)."""
-    status = exc.status() or ""
-    message = exc.message() or str(exc)
-    if status.endswith("UNAVAILABLE"):
-        return ServerUnavailableError(
-            f"cannot reach the server at {url}: {message}",
-            hint="is tritonserver running there, on its gRPC port (8001 by default, not HTTP's 8000), "
-                 "with matching TLS settings?",
-        )
-    if status.endswith("DEADLINE_EXCEEDED"):
-        return DeadlineExceededError(f"the call to {url} took longer than its timeout",
-                                     hint="raise timeout_s, or look at the server's load")
-    if status.endswith("NOT_FOUND") or "unknown model" in message:
-        return ModelNotFoundError(f"{message}", hint="check the model name and version (edge-repo status)")
-    if "shared memory" in message.lower() or "shm" in message.lower():
-        return SharedMemoryError(
-            f"the server refused client shared memory: {message}",
-            hint="start tritonserver with --allow-client-shm=true (Triton 2.69+), or use shared_memory=None",
-        )
-    if status.endswith("INVALID_ARGUMENT"):
-        return InvalidInputError(message, hint="match the model's inputs (client.inputs lists them)")
+def _unavailable(url, model, message):
+    return ServerUnavailableError(
+        f"cannot reach the server at {url}: {message}",
+        hint="is tritonserver running there, on its gRPC port (8001 by default, not HTTP's 8000), with matching "
+             "TLS settings?")
+
+
+def _deadline(url, model, message):
+    return DeadlineExceededError(f"the call to {url} took longer than its timeout ({message})",
+                                 hint="raise timeout_s, or look at the server's load")
+
+
+def _not_found(url, model, message):
+    if "shared memory region" in message.lower():
+        return SharedMemoryRegionLostError(f"the server at {url} no longer knows a shared memory region: {message}",
+                                           hint="it restarted; the client registers its regions again")
+    if "no available versions" in message:
+        # The model is known but has no version loaded: the server is stopping, or the model is being reloaded.
+        return ModelNotReadyError(f"'{model}' has no version loaded on {url}: {message}",
+                                  hint="edge-repo status shows its state; it is loaded again, or the call fails at "
+                                       "its deadline")
+    return _unknown_model(message)
+
+
+def _unknown_model(message):
+    return ModelNotFoundError(message, hint="check the model name and version (edge-repo status)")
+
+
+def _invalid(url, model, message):
+    if "shared memory" in message.lower():
+        return _shm_refused(url, model, message)
+    return InvalidInputError(message, hint="the server refused this input's data or shape (client.inputs lists what "
+                                           "the model takes)")
+
+
+def _shm_refused(url, model, message):
+    return SharedMemoryError(f"the server refused client shared memory: {message}",
+                             hint="start tritonserver with --allow-client-shm=true (Triton 2.69+), or use "
+                                  "shared_memory=None")
+
+
+def _too_large(url, model, message):
+    return InvalidInputError(f"the request or its answer is too large for gRPC: {message}",
+                             hint="send smaller batches or encoded images, or use shared_memory='system'")
+
+
+def _failed(url, model, message):
+    if "unknown model" in message:
+        return _unknown_model(message)
+    if "shared memory" in message.lower():
+        return _shm_refused(url, model, message)
     return InferenceFailedError(f"the server failed the request for '{model}': {message}",
                                 hint="the server log has the model's own error")
+
+
+# gRPC status → the error it means (httpx's pattern: one table, most specific class per cause).
+_BY_STATUS = {
+    "UNAVAILABLE": _unavailable,
+    "DEADLINE_EXCEEDED": _deadline,
+    "NOT_FOUND": _not_found,
+    "INVALID_ARGUMENT": _invalid,
+    "RESOURCE_EXHAUSTED": _too_large,
+}
+
+
+def map_exception(exc, *, url: str, model: str | None = None) -> ClientError:
+    """The most specific ClientError for a tritonclient InferenceServerException (the caller chains it)."""
+    status = (exc.status() or "").rpartition(".")[2]
+    message = exc.message() or str(exc)
+    return _BY_STATUS.get(status, _failed)(url, model, message)

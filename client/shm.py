@@ -54,6 +54,21 @@ class Region:
                                     hint="start tritonserver with --allow-client-shm=true (Triton 2.69+); on the "
                                          "same host only; or use shared_memory=None") from exc
 
+    def register_again(self) -> None:
+        """Tell a restarted server about this region again (it forgets every registration)."""
+        if self.handle is None:
+            return
+        try:
+            self._client.unregister_system_shared_memory(self.name)
+        except Exception:  # noqa: BLE001 - the server may not know it: that is why it is registered again
+            pass
+        try:
+            self._client.register_system_shared_memory(self.name, self.key, self.size)
+        except Exception as exc:  # noqa: BLE001 - tritonclient raises its one exception type, or gRPC's
+            raise SharedMemoryError(f"cannot register shared memory region {self.name} again: {exc}",
+                                    hint="is the server on the same host, and does it allow client shared "
+                                         "memory (--allow-client-shm=true from Triton 2.69)?") from exc
+
     def release(self) -> None:
         import tritonclient.utils.shared_memory as shm
 
@@ -117,6 +132,10 @@ class SharedMemoryIO:
         tensor = next(t for t in self.info.outputs if t.name == name)
         return shm.get_contents_as_numpy(self.outputs.handle, tensor.numpy_dtype, list(output.shape),
                                          offset=self.output_slots[name][0]).copy()
+
+    def register_again(self) -> None:
+        self.inputs.register_again()
+        self.outputs.register_again()
 
     def close(self) -> None:
         self.inputs.release()

@@ -24,3 +24,19 @@ def reach(name: str, *, signal: int = signals.SIGKILL, when: Callable[[str], boo
         if signal != signals.SIGKILL:
             signals.signal(signal, signals.SIG_DFL)  # Python's handlers (faulthandler) must not soften a crash
         os.kill(os.getpid(), signal)
+
+
+def reach_later(name: str, delay_s: float) -> None:
+    """Like :func:`reach`, ``delay_s`` seconds from now, from another thread: for an interruption in the middle
+    of a blocking call (a model load the server is still working on)."""
+    value = os.environ.get(ENV)
+    if not value or value.partition(":")[0] != name:
+        return
+    import threading
+    import time
+
+    def fire() -> None:
+        time.sleep(delay_s)
+        reach(name)
+
+    threading.Thread(target=fire, name=f"failpoint-{name}", daemon=True).start()

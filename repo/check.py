@@ -20,6 +20,7 @@ from orinkit.repo.artifacts import manifest_full_shapes, onnx_full_shapes
 from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
 from orinkit.repo.errors import EnsembleError, RepoError
+from orinkit.repo.journal import QUARANTINED_PREFIX, read_journal, to_set_aside
 from orinkit.repo.layout import model_dirs, version_folders
 from orinkit.repo.pbtxt import CONFIG_NAME, read_config
 from orinkit.repo.signature import dims_compatible
@@ -127,9 +128,20 @@ def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> No
         report.error("no-version", folder.name, folder, f"no numeric version folder: {what}",
                      f"create {folder.name}/1/" + ("" if config.platform == "ensemble" else " with the model file"))
     for path in folder.iterdir():
-        if path.is_dir() and not path.name.isdigit() and not path.name.startswith((".", ROLLED_BACK_PREFIX)):
+        if path.is_dir() and not path.name.isdigit() and not path.name.startswith(
+                (".", ROLLED_BACK_PREFIX, QUARANTINED_PREFIX)):
             report.warning("non-numeric-version", folder.name, path, f"folder '{path.name}' is not a number, so "
                            "Triton ignores it", "rename it to a version number, or move it out of the model folder")
+    journal = read_journal(folder)
+    for number in to_set_aside(folder, journal):
+        report.warning("version-unproven", folder.name, versions[number],
+                       f"version {number} was placed but no server has loaded it; the next start of the server "
+                       "sets it aside while a loaded version remains",
+                       f"load it now: edge-repo load {folder.name} --server URL (or deploy with --server)")
+    for number, why in sorted(journal.quarantined.items()):
+        report.warning("version-quarantined", folder.name, folder / f"{QUARANTINED_PREFIX}{number}",
+                       f"version {number} is set aside: {why}",
+                       f"edge-repo load {folder.name} --server URL tries it again; delete the folder to drop it")
     if config.version_policy.HasField("specific"):
         missing = [v for v in config.version_policy.specific.versions if v not in versions]
         if missing:

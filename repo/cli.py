@@ -12,7 +12,7 @@ from orinkit.core.cli import OrinkitGroup
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository, findings_json
 from orinkit.repo.configs import Runtime
-from orinkit.repo.deploy import deploy_version, rollback
+from orinkit.repo.deploy import deploy_version, load_versions, rollback
 from orinkit.repo.ensemble import EnsembleSpec, add_ensemble
 from orinkit.repo.errors import CheckFailedError, SignatureError
 from orinkit.repo.options import INSTANCE_KINDS, ModelOptions, VersionPolicy
@@ -107,12 +107,17 @@ def step() -> None:
 @click.option("--dtype", type=click.Choice(["FP32", "FP16"]), default="FP32", show_default=True)
 @click.option("--interpolation", type=click.Choice(["bilinear", "nearest", "bicubic"]), default="bilinear",
               show_default=True)
+@click.option("--max-image-mb", type=float, default=16, show_default=True,
+              help="Refuse encoded images larger than this before decoding.")
+@click.option("--max-megapixels", type=float, default=25, show_default=True,
+              help="Refuse images with more pixels than this, read from the header before decoding.")
 @click.option("--max-batch-size", type=int, default=8, show_default=True)
 def image_preprocess(repository, name, width, height, color_order, scale, mean, std, dtype, interpolation,
-                     max_batch_size) -> None:
+                     max_image_mb, max_megapixels, max_batch_size) -> None:
     """Encoded image bytes → resized, normalised CHW tensor (TENSOR) and the original size (ORIGINAL_SIZE)."""
     spec = ImagePreprocess(width=width, height=height, color_order=color_order, scale=scale, mean=_floats(mean),
-                           std=_floats(std), dtype=dtype, interpolation=interpolation)
+                           std=_floats(std), dtype=dtype, interpolation=interpolation,
+                           max_image_bytes=int(max_image_mb * 2**20), max_pixels=int(max_megapixels * 1e6))
     placed = add_step(repository, spec, name=name, max_batch_size=max_batch_size)
     click.echo(f"placed step {placed.name} (image-preprocess) in {placed.path}")
 
@@ -185,6 +190,19 @@ def rollback_command(name, repository, server, timeout) -> None:
     """Take NAME's latest version out of service so that the previous one serves again."""
     result = rollback(repository, name, server=server, timeout_s=timeout, progress=_echo)
     click.echo(f"rolled {result.name} back from version {result.rolled_back} to {result.now_latest}")
+
+
+@main.command("load")
+@click.argument("name")
+@_REPO
+@click.option("--server", required=True, help="gRPC URL of a server in --model-control-mode explicit.")
+@click.option("--timeout", type=float, default=300.0, show_default=True)
+def load_command(name, repository, server, timeout) -> None:
+    """Load NAME on the server, putting back versions a start set aside; what loads is recorded as serving."""
+    result = load_versions(repository, name, server=server, timeout_s=timeout, progress=_echo)
+    click.echo(f"{result.name}: serving {list(result.serving)}"
+               + (f"; put back {list(result.reinstated)}" if result.reinstated else "")
+               + (f"; set aside again {list(result.refused)}" if result.refused else ""))
 
 
 @main.command()

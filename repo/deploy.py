@@ -1,9 +1,13 @@
-"""Versioned deploys that never break what is serving, and rollbacks.
+"""Versioned deploys that never break what is serving, or the next start, and rollbacks.
 
-A new version is built in a hidden folder inside the model folder (Triton ignores non-numeric folders there;
-the same filesystem makes the final rename atomic), fsynced, checked against the model's config, and only then
-renamed to its number. With a server, the model is loaded through the repository API: Triton keeps serving the
-old version until the new one is READY, then serves what the version policy says.
+A deploy holds the model's lock (:func:`orinkit.repo.journal.model_lock`) from choosing its version number to its
+end, so two deploys of one model never share a number: the second is refused at once. The version is built in a
+hidden folder inside the model folder (Triton ignores non-numeric folders there; the same filesystem makes the
+final rename atomic), fsynced, checked against the model's config, and only then renamed to its number. With a
+server, the model is loaded through the repository API: Triton keeps serving the old version until the new one is
+READY, then serves what the version policy says, and the version is recorded as proven. A version that was never
+loaded (the deploy was killed, or ran without a server) is set aside at the next start of the server instead of
+serving (see :mod:`orinkit.repo.journal`).
 """
 
 from __future__ import annotations
@@ -14,12 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from orinkit.core.failpoints import reach
+from orinkit.core.failpoints import reach, reach_later
 from orinkit.core.files import building_directory, fsync_path
 from orinkit.repo.add import fill_version, resolve_runtime
 from orinkit.repo.check import ROLLED_BACK_PREFIX, check_version_folder
 from orinkit.repo.configs import runtime_of
 from orinkit.repo.errors import DeployError, DeployLoadError, RepoError
+from orinkit.repo.journal import (
+    QUARANTINED_PREFIX,
+    mark_quarantined,
+    model_lock,
+    record_proven,
+    reinstate,
+    start_journal,
+)
 from orinkit.repo.layout import version_folders
 from orinkit.repo.pbtxt import CONFIG_NAME, read_config
 from orinkit.repo.server_api import RepositoryAPI
@@ -47,12 +59,14 @@ def _model_dir(repository: Path, name: str) -> Path:
 
 
 def _used_numbers(folder: Path) -> list[int]:
-    """Version numbers in use, rolled-back ones included, so a number never comes back with other content."""
+    """Version numbers in use, rolled-back and quarantined ones included, so a number never comes back with other
+    content."""
     numbers = list(version_folders(folder))
-    for path in folder.glob(f"{ROLLED_BACK_PREFIX}*"):
-        suffix = path.name[len(ROLLED_BACK_PREFIX):].split(".")[0]
-        if suffix.isdigit():
-            numbers.append(int(suffix))
+    for prefix in (ROLLED_BACK_PREFIX, QUARANTINED_PREFIX):
+        for path in folder.glob(f"{prefix}*"):
+            suffix = path.name[len(prefix):].split(".")[0]
+            if suffix.isdigit():
+                numbers.append(int(suffix))
     return numbers
 
 
@@ -76,9 +90,15 @@ def deploy_version(
     if not artifact.exists():
         raise DeployError(f"{artifact} does not exist", hint="check the path")
     resolve_runtime(artifact, runtime)
+    with model_lock(folder):
+        # A model orinkit did not deploy to before: what it holds now is what serves.
+        start_journal(folder, proven=version_folders(folder))
+        return _deploy_locked(folder, name, artifact, runtime, server, timeout_s, progress)
+
+
+def _deploy_locked(folder: Path, name: str, artifact: Path, runtime, server, timeout_s, progress) -> DeployResult:
     version = max(_used_numbers(folder), default=0) + 1
     target = folder / str(version)
-
     progress(f"staging {name} version {version} from {artifact}")
     with building_directory(target) as staging:
         fill_version(staging, artifact, runtime)
@@ -86,17 +106,22 @@ def deploy_version(
         errors = [f for f in check_version_folder(folder, staging) if f.severity == "error"]
         if errors:
             raise DeployError(
-                f"{artifact} does not fit model '{name}': " + "; ".join(f.problem for f in errors),
+                f"{artifact.name} does not fit model '{name}': " + "; ".join(f.problem for f in errors),
                 hint=errors[0].fix,
             )
+        if target.exists():  # only a hand-made folder can be there: the lock keeps other deploys out
+            raise DeployError(f"{target} appeared while the deploy ran", hint="remove or rename it, then deploy again")
     fsync_path(folder)
     reach("deploy.renamed")
     progress(f"placed {target}")
     if server is None:
+        progress(f"{name} version {version} is placed but not loaded: the next start of the server sets it aside "
+                 "unless a server loads it first (deploy with --server, or edge-repo load --server)")
         return DeployResult(name, version, target)
 
     progress(f"loading {name} on {server} (version {version}); the serving version answers meanwhile")
     with RepositoryAPI(server) as api:
+        reach_later("deploy.loading", 0.3)  # test hook: killed while the server loads the new version
         try:
             api.load(name)
             seconds = api.wait_ready(name, version, timeout_s)
@@ -108,8 +133,17 @@ def deploy_version(
                 f"{exc.message}", hint=exc.hint,
             ) from exc
         serving = tuple(api.versions(name))
+    record_proven(folder, serving, locked=True)
+    _regions_private()
     progress(f"{name} version {version} READY in {seconds:.1f} s; serving {list(serving)}")
     return DeployResult(name, version, target, serving, seconds)
+
+
+def _regions_private() -> None:
+    """A loaded version brings new Python-backend regions, created 0644: make them private to their owner."""
+    from orinkit.server.regions import make_private
+
+    make_private(any_owner=True)
 
 
 def _withdraw(version_folder: Path) -> None:
@@ -153,8 +187,9 @@ def rollback(
         raise DeployError(f"model '{name}' has {len(versions)} version(s): nothing to roll back to",
                           hint="deploy a version first")
     latest, previous = versions[-1], versions[-2]
-    os.rename(folder / str(latest), folder / f"{ROLLED_BACK_PREFIX}{latest}")
-    fsync_path(folder)
+    with model_lock(folder, what="a rollback"):
+        os.rename(folder / str(latest), folder / f"{ROLLED_BACK_PREFIX}{latest}")
+        fsync_path(folder)
     progress(f"{name}: version {latest} set aside as {ROLLED_BACK_PREFIX}{latest}; latest is now {previous}")
     if server is None:
         return RollbackResult(name, latest, previous)
@@ -164,3 +199,50 @@ def rollback(
         serving = tuple(api.versions(name))
     progress(f"{name}: serving {list(serving)}")
     return RollbackResult(name, latest, previous, serving)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    name: str
+    serving: tuple[int, ...]
+    reinstated: tuple[int, ...]  # set-aside versions put back and now serving
+    refused: tuple[int, ...]  # set-aside versions put back that failed to load again (set aside once more)
+
+
+def load_versions(
+    repository: str | os.PathLike[str],
+    name: str,
+    *,
+    server: str,
+    timeout_s: float = 300.0,
+    progress: Progress = lambda message: None,
+) -> LoadResult:
+    """Load ``name`` on ``server`` (explicit model control), putting back its set-aside (quarantined) versions
+    first; what loads READY is recorded as proven, a put-back version that fails is set aside again."""
+    repository = Path(repository)
+    folder = _model_dir(repository, name)
+    with model_lock(folder, what="a load"), RepositoryAPI(server) as api:
+        back = reinstate(folder)
+        if back:
+            progress(f"{name}: put back versions {back} to try them again")
+        try:
+            api.load(name)
+        except RepoError as exc:
+            if not back:
+                raise
+            progress(f"{name}: loading failed ({exc.message}); setting versions {back} aside again")
+        ready = set(api.versions(name))
+        refused = tuple(v for v in back if v not in ready)
+        for version in refused:
+            os.rename(folder / str(version), folder / f"{QUARANTINED_PREFIX}{version}")
+        if refused:
+            fsync_path(folder)
+            mark_quarantined(folder, refused, "failed to load again when put back")
+            _reload_quietly(api, name)
+            ready = set(api.versions(name))
+        if not ready:
+            raise DeployLoadError(f"'{name}' has no version READY on {server}", hint="the server log says why")
+        record_proven(folder, ready, locked=True)
+    _regions_private()
+    progress(f"{name}: serving {sorted(ready)}")
+    return LoadResult(name, tuple(sorted(ready)), tuple(v for v in back if v in ready), refused)

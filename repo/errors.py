@@ -11,13 +11,14 @@
     ├── ModelExistsError        a model or version is already there (exit 4)
     ├── CheckFailedError        `check` found errors (exit 4)
     ├── DeployError             a deploy or rollback that was refused: unknown model, a file that does not fit (exit 4)
-    │   └── DeployLoadError     the server did not load the new version; it was withdrawn (exit 6)
+    │   ├── DeployLoadError     the server did not load the new version; it was withdrawn (exit 6)
+    │   └── DeployBusyError     another deploy of the same model holds its lock (exit 5)
     └── ServerAPIError          the server's repository API refused or failed (exit 6)
 """
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_SERVER, OrinkitError
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_SERVER, OrinkitError
 
 
 class RepoError(OrinkitError):
@@ -67,6 +68,10 @@ class DeployError(RepoError):
 
 class DeployLoadError(DeployError):
     exit_code = EXIT_SERVER
+
+
+class DeployBusyError(DeployError):
+    exit_code = EXIT_BUSY
 
 
 class ServerAPIError(RepoError):

@@ -60,5 +60,9 @@ def new_model_folder(repository: Path, name: str, *, hint: str) -> Iterator[Path
     if target.exists():
         raise ModelExistsError(f"model '{name}' already exists in {repository}", hint=hint)
     repository.mkdir(parents=True, exist_ok=True)
+    from orinkit.repo.journal import start_journal
+
     with building_directory(target, staging_parent=staging_area(repository)) as staging:
         yield staging
+        # From its first version on, a model's versions must be loaded by a server before they count as serving.
+        start_journal(staging)

@@ -45,6 +45,8 @@ class ImagePreprocess:
     std: tuple[float, ...] = (1.0, 1.0, 1.0)
     dtype: str = "FP32"
     interpolation: str = "bilinear"
+    max_image_bytes: int = 16 << 20  # refused before decoding: see repo/pymodels/image_preprocess.py
+    max_pixels: int = 25_000_000
 
     source = "image_preprocess"
     input_name = "IMAGE"
@@ -66,6 +68,8 @@ class ImagePreprocess:
             raise SignatureError(
                 f"interpolation '{self.interpolation}' is unknown", hint=f"use one of {', '.join(INTERPOLATIONS)}"
             )
+        if self.max_image_bytes < 1 or self.max_pixels < 1:
+            raise SignatureError("max_image_bytes and max_pixels must be positive", hint="e.g. 16 MiB, 25e6")
 
     def signature(self, max_batch_size: int) -> Signature:
         return Signature(
@@ -85,6 +89,8 @@ class ImagePreprocess:
             "std": ",".join(map(repr, self.std)),
             "dtype": self.dtype,
             "interpolation": self.interpolation,
+            "max_image_bytes": str(self.max_image_bytes),
+            "max_pixels": str(self.max_pixels),
         }
 
     def files(self) -> dict[str, Path]:

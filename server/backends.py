@@ -71,9 +71,10 @@ def _is_current(folder: Path, sources: dict[str, Path]) -> bool:
 
 
 def backend_directory(
-    install: TritonInstall, *, python_version: str | None = None, cache: Path | None = None
+    install: TritonInstall, *, python_version: str | None = None, cache: Path | None = None, assemble: bool = True
 ) -> Path:
-    """The folder to pass as ``--backend-directory`` for ``install``, assembling it when the layout needs that."""
+    """The folder to pass as ``--backend-directory`` for ``install``, assembling it when the layout needs that
+    (``assemble=False``: only say where it would be)."""
     if install.layout is Layout.RELEASE:
         if not install.backends.is_dir():
             raise TritonNotFoundError(
@@ -85,7 +86,7 @@ def backend_directory(
     sources = _sources(install, version)
     key = hashlib.sha256(f"{install.home}\0{version}".encode()).hexdigest()[:16]
     target = (cache or cache_dir()) / f"backends-py{version}-{key}"
-    if _is_current(target, sources):
+    if not assemble or _is_current(target, sources):
         return target
     if target.exists():
         # Left by an older nvidia-pytriton at the same place: replace it whole.

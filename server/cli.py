@@ -10,6 +10,7 @@ import click
 
 from orinkit.core.cli import OrinkitGroup
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
+from orinkit.server.errors import RepositoryNotFoundError
 from orinkit.server.health import server_metadata
 from orinkit.server.locate import HOME_ENV, locate_tritonserver
 from orinkit.server.process import TritonProcess
@@ -37,15 +38,24 @@ def _server_options(func):
         click.option("--exit-timeout", "exit_timeout_s", type=int, default=30, show_default=True,
                      help="Seconds the server may take to finish in-flight requests when stopped."),
         click.option("--log-verbose", type=int, default=0, show_default=True),
+        click.option("--grpc-tls-cert", type=click.Path(path_type=Path), default=None,
+                     help="Serve gRPC over TLS with this certificate (PEM); needs --grpc-tls-key."),
+        click.option("--grpc-tls-key", type=click.Path(path_type=Path), default=None,
+                     help="The certificate's private key (PEM)."),
+        click.option("--grpc-tls-root-cert", type=click.Path(path_type=Path), default=None,
+                     help="The CA that signs client certificates (with --grpc-tls-verify-client)."),
+        click.option("--grpc-tls-verify-client", is_flag=True,
+                     help="Accept only clients presenting a certificate signed by --grpc-tls-root-cert."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
 
 
-def _command(triton_home, **options):
+def _command(triton_home, *, backend_cache=None, assemble_backends=True, **options):
     install = locate_tritonserver(triton_home)
-    return build_command(install, ServerOptions(**options))
+    return build_command(install, ServerOptions(**options), backend_cache=backend_cache,
+                         assemble_backends=assemble_backends)
 
 
 @click.group(cls=OrinkitGroup)
@@ -73,24 +83,28 @@ def command(triton_home, **options) -> None:
 def run(triton_home, ready_timeout, log_file, **options) -> None:
     """Start tritonserver in the foreground; Ctrl-C or SIGTERM stops it and everything it started."""
     cmd = _command(triton_home, **options)
-    cmd.options.check_repository()
+    process = TritonProcess(cmd, log=log_file or sys.stderr)
+    process.preflight()
+    for line in prepare_start(cmd.options.repository):
+        click.echo(line, err=True)
 
     def interrupt(signum, frame):
         raise _Interrupted(signal.Signals(signum).name)
 
     previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    process = TritonProcess(cmd, log=log_file or sys.stderr)
     try:
         process.start(ready_timeout_s=ready_timeout)
         version = server_metadata(cmd.http_url).get("version", "?")
         click.echo(f"tritonserver {version} ready (pid {process.pid}; {cmd.install.describe()})")
-        click.echo(f"  gRPC     {cmd.grpc_url}")
+        click.echo(f"  gRPC     {cmd.grpc_url}" + (" (TLS)" if cmd.options.tls else ""))
         click.echo(f"  HTTP     {cmd.http_url}")
         click.echo(f"  metrics  {cmd.metrics_url}")
         click.echo(f"  models   {cmd.options.repository}")
+        for line in record_loaded(cmd.options.repository, cmd.http_url):
+            click.echo(line, err=True)
         click.echo("Ctrl-C or SIGTERM stops it.")
-        while process.wait(timeout_s=0.5) is None:
-            pass
+        while process.wait(timeout_s=2.0) is None:
+            process.make_regions_private()  # models loaded later (explicit mode) make new regions
         process.raise_if_exited()
     except _Interrupted as exc:
         click.echo(f"{exc}: stopping tritonserver", err=True)
@@ -103,18 +117,88 @@ def run(triton_home, ready_timeout, log_file, **options) -> None:
     click.echo("tritonserver stopped", err=True)
 
 
+def _uid(user: str) -> int | None:
+    """The uid of ``user``; None (with a warning) where there is no such user: a start must not fail on it."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        click.echo(f"warning: no user '{user}' on this machine: its shared memory is left as it is", err=True)
+        return None
+
+
+def prepare_start(repository: Path, *, owner: int | None = None) -> list[str]:
+    """What a start does first: remove killed servers' shared memory (of user ``owner``, default this one), and
+    set aside versions no server loaded."""
+    from orinkit.repo.journal import quarantine_unproven
+    from orinkit.server.regions import remove_stale_regions
+
+    lines = []
+    removed = remove_stale_regions(owner=owner)
+    if removed.paths:
+        lines.append(removed.describe())
+    lines += [q.describe() for q in quarantine_unproven(repository)]
+    return lines
+
+
+def record_loaded(repository: Path, http_url: str) -> list[str]:
+    """Record every version the server loaded READY as proven (see orinkit.repo.journal)."""
+    from orinkit.repo.journal import record_proven
+    from orinkit.server.health import repository_index
+
+    ready: dict[str, set[int]] = {}
+    for entry in repository_index(http_url):
+        if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():
+            ready.setdefault(entry["name"], set()).add(int(entry["version"]))
+    lines = []
+    for name, versions in ready.items():
+        if (repository / name).is_dir():
+            try:
+                record_proven(repository / name, versions)
+            except OSError as exc:  # a read-only repository: the server runs; only the record is missing
+                lines.append(f"cannot record the loaded versions of {name} ({exc.strerror}): deploys to it are not "
+                             "protected from failing the next start")
+    return lines
+
+
+@main.command()
+@click.option("--repository", "-r", required=True, type=click.Path(path_type=Path))
+@click.option("--owner", default=None, help="The user the server runs as (default: this one): whose shared memory.")
+def prepare(repository, owner) -> None:
+    """Before a start (the unit's ExecStartPre): remove the shared memory of killed servers, and set aside the
+    model versions no server has loaded, so they cannot fail the start."""
+    uid = None if owner is None else _uid(owner)
+    if owner is not None and uid is None:
+        uid = -1  # nobody's regions: leave them all
+    if not Path(repository).is_dir():
+        raise RepositoryNotFoundError(f"model repository '{repository}' does not exist",
+                                      hint="pass --repository with the folder the unit serves")
+    for line in prepare_start(Path(repository), owner=uid) or ["nothing to set aside"]:
+        click.echo(line)
+
+
 @main.command("wait-ready")
 @click.option("--url", "http_url", default="http://127.0.0.1:8000", show_default=True,
               help="The server's HTTP address.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait.")
-def wait_ready(http_url, timeout) -> None:
+@click.option("--repository", "-r", type=click.Path(path_type=Path), default=None,
+              help="Then record the versions the server loaded as proven (what the next start keeps).")
+@click.option("--owner", default=None, help="Then make this user's Python-backend shared memory private (0600).")
+def wait_ready(http_url, timeout, repository, owner) -> None:
     """Exit 0 once /v2/health/ready answers, 6 after --timeout (systemd's ExecStartPost)."""
     from orinkit.server.errors import ServerStartError
     from orinkit.server.health import is_ready, wait_until
+    from orinkit.server.regions import make_private
 
     if not wait_until(lambda: is_ready(http_url), timeout_s=timeout, interval_s=0.5):
         raise ServerStartError(f"{http_url} was not ready after {timeout:g} s",
                                hint="journalctl -u <unit> shows the server's log")
+    uid = None if owner is None else _uid(owner)
+    if uid is not None:
+        make_private(owner=uid)
+    if repository is not None:
+        record_loaded(Path(repository), http_url)
     click.echo(f"{http_url} is ready")
 
 
@@ -180,9 +264,15 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
     if options["model_control_mode"] == "explicit" and not options["load_models"]:
         options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()
                                               if (p / "config.pbtxt").is_file())) if repository.is_dir() else ()
+    # A backend folder orinkit assembles (the bundled server's) goes to the service's state folder: the service
+    # user cannot read root's ~/.cache.
+    base = Path(root) if root is not None else Path("/")
     cmd = _command(triton_home, pinned_memory_pool_bytes=pinned_pool_mb << 20,
-                   cuda_memory_pool_bytes=cuda_pool_mb << 20, **options)
+                   cuda_memory_pool_bytes=cuda_pool_mb << 20, backend_cache=base / "var/lib" / name,
+                   assemble_backends=not dry_run, **options)
     cmd.options.check_repository()
+    if root is not None:
+        cmd = cmd.relocated(base)
     service = _service(name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening)
     plan = installing.install(render_unit(cmd, service).render(), service, root=root, dry_run=dry_run)
     click.echo(plan.describe())

@@ -34,10 +34,17 @@ class ServerOptions:
     # None keeps Triton's defaults (256 MiB pinned, 64 MiB CUDA); a shared-memory board wants them smaller.
     pinned_memory_pool_bytes: int | None = None
     cuda_memory_pool_bytes: int | None = None
+    # gRPC over TLS: the server's certificate and key (PEM); with verify_client, clients must present a certificate
+    # signed by grpc_tls_root_cert.
+    grpc_tls_cert: Path | None = None
+    grpc_tls_key: Path | None = None
+    grpc_tls_root_cert: Path | None = None
+    grpc_tls_verify_client: bool = False
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "repository", Path(self.repository).expanduser().resolve())
+        self._check_tls()
         object.__setattr__(self, "load_models", tuple(self.load_models))
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
         ports = {"http_port": self.http_port, "grpc_port": self.grpc_port, "metrics_port": self.metrics_port}
@@ -67,6 +74,29 @@ class ServerOptions:
             if value is not None and value < 0:
                 raise InvalidServerOptionError(f"{name} {value} is negative", hint="use 0 or more bytes")
 
+    @property
+    def tls(self) -> bool:
+        return self.grpc_tls_cert is not None
+
+    def _check_tls(self) -> None:
+        for name in ("grpc_tls_cert", "grpc_tls_key", "grpc_tls_root_cert"):
+            value = getattr(self, name)
+            if value is not None:
+                path = Path(value).expanduser().resolve()
+                object.__setattr__(self, name, path)
+                if not path.is_file():
+                    raise InvalidServerOptionError(f"--{name.replace('_', '-')} {path} is not a file",
+                                                   hint="give the PEM file's path")
+        if (self.grpc_tls_cert is None) != (self.grpc_tls_key is None):
+            raise InvalidServerOptionError("TLS needs both the server's certificate and its private key",
+                                           hint="give --grpc-tls-cert and --grpc-tls-key together")
+        if self.grpc_tls_root_cert is not None and not self.tls:
+            raise InvalidServerOptionError("--grpc-tls-root-cert applies to a server with TLS",
+                                           hint="add --grpc-tls-cert and --grpc-tls-key, or drop it")
+        if self.grpc_tls_verify_client and self.grpc_tls_root_cert is None:
+            raise InvalidServerOptionError("verifying client certificates needs the CA that signs them",
+                                           hint="add --grpc-tls-root-cert CA.pem")
+
     def check_repository(self) -> None:
         if not self.repository.is_dir():
             raise RepositoryNotFoundError(
@@ -84,6 +114,20 @@ class ServerCommand:
     install: TritonInstall
     backend_directory: Path
     prepend_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def relocated(self, root: Path) -> ServerCommand:
+        """The same command as it runs inside the image tree ``root`` (paths written under ``root`` lose it)."""
+        prefix = str(Path(root).resolve()).rstrip("/")
+
+        def strip(value: str) -> str:
+            head, sep, path = value.partition("=") if value.startswith("--") else ("", "", value)
+            if path.startswith(prefix + "/"):
+                path = path[len(prefix):]
+            return f"{head}{sep}{path}"
+
+        backends = str(self.backend_directory)
+        return ServerCommand(tuple(strip(a) for a in self.argv), self.options, self.install,
+                             Path(strip(backends)), self.prepend_env)
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
@@ -114,19 +158,36 @@ class ServerCommand:
         return f"http://{self._host}:{self.options.metrics_port}/metrics"
 
 
+def _tls_args(o: ServerOptions) -> list[str]:
+    if not o.tls:
+        return []
+    args = ["--grpc-use-ssl=true", f"--grpc-server-cert={o.grpc_tls_cert}", f"--grpc-server-key={o.grpc_tls_key}"]
+    if o.grpc_tls_root_cert is not None:
+        args.append(f"--grpc-root-cert={o.grpc_tls_root_cert}")
+    if o.grpc_tls_verify_client:
+        args.append("--grpc-use-ssl-mutual=true")
+    return args
+
+
 def build_command(
     install: TritonInstall,
     options: ServerOptions,
     *,
     python_prefix: str | os.PathLike[str] | None = None,
     python_version: str | None = None,
+    backend_cache: str | os.PathLike[str] | None = None,
+    assemble_backends: bool = True,
 ) -> ServerCommand:
     """The command line that starts ``install`` with ``options``.
 
     ``python_prefix`` is the environment (a venv) whose packages the Python-backend models import; it defaults
     to the running interpreter's. The stub finds that environment through the ``python3`` first on ``PATH``.
+    ``backend_cache`` is where a backend directory that must be assembled goes (default: orinkit's cache folder;
+    a service puts it where its own user can read it).
     """
-    backends = backend_directory(install, python_version=python_version)
+    backends = backend_directory(install, python_version=python_version,
+                                 cache=None if backend_cache is None else Path(backend_cache),
+                                 assemble=assemble_backends)
     o = options
     argv = [
         str(install.binary),
@@ -147,6 +208,7 @@ def build_command(
           if o.pinned_memory_pool_bytes is not None else []),
         *([f"--cuda-memory-pool-byte-size=0:{o.cuda_memory_pool_bytes}"]
           if o.cuda_memory_pool_bytes is not None else []),
+        *_tls_args(o),
         *o.extra_args,
     ]
     prefix = Path(python_prefix) if python_prefix is not None else Path(sys.prefix)

@@ -47,6 +47,17 @@ def server_metadata(http_url: str, *, timeout_s: float = 2.0) -> dict[str, Any]:
     return json.loads(body)
 
 
+def repository_index(http_url: str, *, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+    """Every model version the server knows: ``[{"name", "version", "state", "reason"}, …]``."""
+    request = urllib.request.Request(f"{http_url}/v2/repository/index", data=b"{}", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        raise OSError(f"{http_url}/v2/repository/index answered HTTP {exc.code}") from exc
+
+
 def wait_until(predicate, *, timeout_s: float, interval_s: float = 0.2) -> bool:
     """Poll ``predicate`` until it is true or ``timeout_s`` passes; True when it became true."""
     deadline = time.monotonic() + timeout_s

@@ -29,6 +29,7 @@ from orinkit.server.ports import port_is_free
 
 _PORT_IN_USE = re.compile(r"(?:Socket|address) '?([\w.:\[\]-]+:(\d+))'? (?:is )?already in use", re.I)
 _STOP_GRACE_S = 10.0
+SERVER_UMASK = 0o077
 # Triton's error lines: "E1122 01:52:02.065261 7090 file.cc:724] \"message\"".
 _ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s+"?(.*?)"?\s*$')
 # Error lines a server without a GPU always prints; they never explain a failure.
@@ -104,6 +105,10 @@ class TritonProcess:
             return ""
         return "".join(list(self._pump.lines)[-lines:])
 
+    def preflight(self) -> None:
+        """Refuse what would fail the start (no repository, no binary, a port in use) before anything is done."""
+        self._preflight()
+
     def _preflight(self) -> None:
         options = self.command.options
         options.check_repository()
@@ -145,14 +150,25 @@ class TritonProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # The Python backend's shared-memory regions hold requests and responses; with the usual 022 they
+                # are readable by every local user.
+                umask=SERVER_UMASK,
             )
             self._pump = _LogPump(self._popen.stdout, self._log)
             self._pump.start()
             self._wait_ready(ready_timeout_s)
+            self.make_regions_private()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def make_regions_private(self) -> int:
+        """chmod 0600 the Python backend's shared-memory regions of this server (see orinkit.server.regions);
+        call again after models are loaded, which makes new regions."""
+        from orinkit.server.regions import make_private
+
+        return make_private(live_group_members(self._popen.pid)) if self._popen else 0
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

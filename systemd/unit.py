@@ -109,11 +109,16 @@ def render_unit(command: ServerCommand, options: ServiceOptions) -> UnitFile:
         unit.add(service, "ExecStartPre", exec_line([options.nvpmodel, "-m", str(options.nvpmodel_mode)], prefix="+"))
         unit.add(service, "ExecStartPre", exec_line([options.jetson_clocks], prefix="+"))
     orinkit = [options.python, "-m", "orinkit.server"]
+    # Versions a server never loaded are set aside first, so an interrupted deploy cannot fail the start; "+" runs
+    # it with the rights of whoever deploys (the repository is theirs; the sandbox keeps it read-only otherwise).
+    unit.add(service, "ExecStartPre", exec_line([*orinkit, "prepare", "--repository", str(server.repository),
+                                                 "--owner", options.user], prefix="+"))
     if options.check_plans:
         unit.add(service, "ExecStartPre", exec_line([*orinkit, "check-plans", "--repository", str(server.repository)]))
     unit.add(service, "ExecStart", exec_line(command.argv))
     unit.add(service, "ExecStartPost", exec_line([*orinkit, "wait-ready", "--url", command.http_url, "--timeout",
-                                                  str(options.start_timeout_s)]))
+                                                  str(options.start_timeout_s), "--repository",
+                                                  str(server.repository), "--owner", options.user], prefix="+"))
     unit.extend(service, [
         ("TimeoutStartSec", options.start_timeout_s),
         # Triton finishes in-flight requests for --exit-timeout-secs after SIGTERM; systemd must wait longer.
@@ -134,7 +139,9 @@ def render_unit(command: ServerCommand, options: ServiceOptions) -> UnitFile:
 
 
 def _harden(unit: UnitFile, command: ServerCommand, options: ServiceOptions) -> None:
-    paths = [command.options.repository, command.install.home, options.python, command.backend_directory]
+    tls = [command.options.grpc_tls_cert, command.options.grpc_tls_key, command.options.grpc_tls_root_cert]
+    paths = [command.options.repository, command.install.home, options.python, command.backend_directory,
+             *filter(None, tls)]
     unit.extend("Service", [
         ("NoNewPrivileges", True),
         ("ProtectSystem", "strict"),
@@ -159,7 +166,9 @@ def _harden(unit: UnitFile, command: ServerCommand, options: ServiceOptions) -> 
         ("SystemCallArchitectures", "native"),
         ("SystemCallFilter", "@system-service"),
         ("SystemCallFilter", "~@privileged @obsolete"),
-        ("UMask", "0027"),
+        # What the server writes is no other user's business. (The Python backend's shared-memory regions ignore
+        # the umask; ExecStartPost makes them 0600.)
+        ("UMask", "0077"),
         ("DevicePolicy", "closed"),
     ])
     for device in JETSON_DEVICES:

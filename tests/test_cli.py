@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -85,7 +86,8 @@ def _start_edge_serve(tmp_path, *extra):
     ports = _ports()
     log = tmp_path / "server.log"
     proc = subprocess.Popen(
-        [EDGE_SERVE, "run", "--repository", str(DATA / "repository"), "--log-file", str(log), *ports, *extra],
+        [EDGE_SERVE, "run", "--repository", str(shutil.copytree(DATA / "repository", tmp_path / "models")),
+         "--log-file", str(log), *ports, *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     first = proc.stdout.readline()

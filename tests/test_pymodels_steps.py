@@ -120,8 +120,17 @@ def test_undecodable_bytes_raise_value_error(data):
 def test_decompression_bomb_is_a_value_error(monkeypatch):
     # Lowering Pillow's real limit turns an ordinary image into a "bomb" without building a huge one.
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ip.BadImageError, match="megapixels, the step's limit"):
         ip.preprocess(encode(gradient()), ip.Options())
+
+
+def test_size_limits_refuse_before_decoding():
+    image = encode(gradient(200, 100))
+    with pytest.raises(ip.BadImageError, match="above the step's limit of 0.01 \\(parameter max_pixels\\)"):
+        ip.preprocess(image, ip.Options(max_pixels=10_000))
+    with pytest.raises(ip.BadImageError, match="parameter max_image_bytes"):
+        ip.preprocess(image, ip.Options(max_image_bytes=10))
+    assert ip.preprocess(image, ip.Options(max_pixels=20_000))[1] == (100, 200)
 
 
 def test_preprocess_batch():

@@ -124,7 +124,8 @@ def test_rollback_serves_the_previous_version_and_numbers_never_repeat(server, r
 def test_an_artifact_that_does_not_fit_is_refused_before_it_is_placed(server, repository, artifacts):
     with pytest.raises(DeployError, match="does not fit model 'affine'.*dims"):
         deploy_version(repository, "affine", artifacts["wide"], server=server.command.grpc_url)
-    assert sorted(p.name for p in (repository / "affine").iterdir()) == ["1", "config.pbtxt"]
+    assert sorted(p.name for p in (repository / "affine").iterdir()) == [
+        ".orinkit-deploy.lock", ".orinkit-versions.json", "1", "config.pbtxt"]
     assert _scale_of(_affine(server.command.grpc_url)) == 1.0
 
 
@@ -134,7 +135,8 @@ def test_a_version_that_fails_to_load_is_withdrawn_and_the_old_one_keeps_serving
         deploy_version(repository, "add_sub", artifacts["broken"], server=url, timeout_s=60)
     assert "weights file is corrupt" in str(info.value)
     assert sorted(version_folders(repository / "add_sub")) == [1]
-    assert [p.name for p in (repository / "add_sub").iterdir() if p.name.startswith(".")] == []
+    assert [p.name for p in (repository / "add_sub").iterdir()
+            if p.name.startswith(".") and not p.name.startswith(".orinkit-")] == [], "no half-made version left"
     with grpcclient.InferenceServerClient(url) as client:
         tensors = [grpcclient.InferInput(n, X.shape, "FP32") for n in ("INPUT0", "INPUT1")]
         for tensor in tensors:

@@ -82,7 +82,10 @@ def test_unit_follows_the_checklist():
     assert "/dev/nvmap rw" in unit.values("Service", "DeviceAllow")
     pre = unit.values("Service", "ExecStartPre")
     assert pre[0] == "+/usr/sbin/nvpmodel -m 2" and pre[1] == "+/usr/bin/jetson_clocks"
-    assert parse_exec_line(pre[2])[-3:] == ["check-plans", "--repository", str(DATA / "repository")]
+    assert pre[2].startswith("+") and parse_exec_line(pre[2])[-5:] == [
+        "prepare", "--repository", str(DATA / "repository"), "--owner", "triton"]
+    assert parse_exec_line(pre[3])[-3:] == ["check-plans", "--repository", str(DATA / "repository")]
+    assert service["UMask"] == "0077", "the Python backend's shared memory must not be readable by other users"
     assert parse_exec_line(unit.values("Service", "ExecStart")[0]) == list(command.argv)
     assert "--model-control-mode=explicit" in command.argv and "--load-model=add_sub" in command.argv
     assert "--pinned-memory-pool-byte-size=67108864" in command.argv
@@ -103,7 +106,8 @@ def _environment(unit):
 
 
 def test_exec_start_and_exec_start_post_run_as_is_here(tmp_path):
-    command = _command()
+    repository = shutil.copytree(DATA / "repository", tmp_path / "models")
+    command = _command(repository=repository)
     unit = render_unit(command, ServiceOptions(start_timeout_s=120))
     env = _environment(unit)  # only what the unit sets, as under systemd
     env["HOME"] = str(tmp_path)
@@ -119,7 +123,8 @@ def test_exec_start_and_exec_start_post_run_as_is_here(tmp_path):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
-    deadline_unit = render_unit(_command(), ServiceOptions(start_timeout_s=2))
+    assert (repository / "add_sub" / ".orinkit-versions.json").is_file(), "ExecStartPost records what loaded"
+    deadline_unit = render_unit(_command(repository=repository), ServiceOptions(start_timeout_s=2))
     post = parse_exec_line(deadline_unit.values("Service", "ExecStartPost")[0])
     not_ready = subprocess.run(post, env=env, capture_output=True, text=True, timeout=60)
     assert not_ready.returncode == 6 and "was not ready after 2 s" in not_ready.stderr

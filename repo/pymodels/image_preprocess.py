@@ -20,6 +20,10 @@ _FILTERS = {
     "bicubic": _RESAMPLING.BICUBIC,
 }
 _DTYPES = {"FP32": np.float32, "FP16": np.float16}
+# Bounds a request must meet before anything is decoded: on an 8 GB board a 12000x12000 PNG (430 MB decoded) or a
+# stream of 100 MB uploads is an outage. 25 megapixels covers a 6K photo; Pillow's own bomb limit is 89 MP.
+MAX_IMAGE_BYTES = 16 << 20
+MAX_PIXELS = 25_000_000
 _DEFAULTS = {
     "width": "224",
     "height": "224",
@@ -29,6 +33,8 @@ _DEFAULTS = {
     "std": "1,1,1",
     "dtype": "FP32",
     "interpolation": "bilinear",
+    "max_image_bytes": str(MAX_IMAGE_BYTES),
+    "max_pixels": str(MAX_PIXELS),
 }
 
 
@@ -42,6 +48,12 @@ class Options:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     dtype: str = "FP32"
     interpolation: str = "bilinear"
+    max_image_bytes: int = MAX_IMAGE_BYTES
+    max_pixels: int = MAX_PIXELS
+
+
+class BadImageError(ValueError):
+    """Image bytes the step refuses: the caller's data, not the server's fault (INVALID_ARG to the client)."""
 
 
 def _positive_int(key: str, text: str) -> int:
@@ -101,27 +113,40 @@ def options_from_parameters(parameters: dict) -> Options:
         std=std,
         dtype=_choice("dtype", text["dtype"].upper(), _DTYPES.keys()),
         interpolation=_choice("interpolation", text["interpolation"].lower(), _FILTERS.keys()),
+        max_image_bytes=_positive_int("max_image_bytes", text["max_image_bytes"]),
+        max_pixels=_positive_int("max_pixels", text["max_pixels"]),
     )
 
 
-def _decode(data: bytes) -> Image.Image:
+def _decode(data: bytes, options: Options) -> Image.Image:
+    if len(data) > options.max_image_bytes:
+        raise BadImageError(f"the image is {len(data) / 2**20:.1f} MiB, above the step's limit of "
+                            f"{options.max_image_bytes / 2**20:.0f} MiB (parameter max_image_bytes)")
     try:
         with Image.open(io.BytesIO(data)) as image:
+            # open() reads only the header: the size is known before a single pixel is decoded.
+            pixels = image.width * image.height
+            if pixels > options.max_pixels:
+                raise BadImageError(f"the image is {image.width}x{image.height} ({pixels / 1e6:.0f} megapixels), "
+                                    f"above the step's limit of {options.max_pixels / 1e6:g} (parameter max_pixels)")
             # convert() forces the full decode here, so truncated files fail inside this try.
             return image.convert("RGB")
-    except Image.DecompressionBombError as exc:
-        raise ValueError(f"input image is too large to decode safely: {exc}") from None
+    except BadImageError:
+        raise
+    except Image.DecompressionBombError:
+        raise BadImageError(f"the image has far more than {options.max_pixels / 1e6:g} megapixels, the step's limit "
+                            "(parameter max_pixels)") from None
     except Image.UnidentifiedImageError:
         # Pillow's own message names only an anonymous BytesIO object.
         message = f"input is not an image Pillow can decode: unrecognised format ({len(data)} bytes)"
-        raise ValueError(message) from None
-    except Exception as exc:  # Pillow signals corrupt data with many exception types
-        raise ValueError(f"input is not an image Pillow can decode: {exc}") from None
+        raise BadImageError(message) from None
+    except Exception as exc:  # noqa: BLE001 - Pillow signals corrupt data with many exception types
+        raise BadImageError(f"input is not an image Pillow can decode: {exc}") from None
 
 
 def preprocess(data: bytes, options: Options) -> tuple[np.ndarray, tuple[int, int]]:
     """One encoded image -> ([3, height, width] tensor, (original height, original width))."""
-    image = _decode(data)
+    image = _decode(data, options)
     original = (image.height, image.width)
     # Pillow's bilinear/bicubic antialias when shrinking, unlike cv2.resize: models trained on cv2 input
     # may see slightly different pixels.
@@ -144,10 +169,12 @@ def preprocess_batch(images: np.ndarray, options: Options) -> tuple[np.ndarray, 
     tensor = np.empty((images.shape[0], 3, options.height, options.width), dtype=_DTYPES[options.dtype])
     sizes = np.empty((images.shape[0], 2), dtype=np.int32)
     for index, item in enumerate(images[:, 0]):
+        if not isinstance(item, (bytes, bytearray, np.bytes_)):
+            raise BadImageError(f"IMAGE[{index}] is {type(item).__name__}, not encoded image bytes")
         try:
             tensor[index], sizes[index] = preprocess(bytes(item), options)
-        except (ValueError, TypeError) as exc:  # TypeError: an item that is not bytes
-            raise ValueError(f"IMAGE[{index}]: {exc}") from None
+        except BadImageError as exc:
+            raise BadImageError(f"IMAGE[{index}]: {exc}") from None
     return tensor, sizes
 
 
@@ -155,6 +182,8 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.options = options_from_parameters(config.get("parameters") or {})
+        # Pillow's own guard, at this step's limit, for formats whose header understates what decoding makes.
+        Image.MAX_IMAGE_PIXELS = self.options.max_pixels
 
     def execute(self, requests):
         import triton_python_backend_utils as pb_utils
@@ -169,7 +198,10 @@ class TritonPythonModel:
                 tensor, sizes = preprocess_batch(image.as_numpy(), self.options)
                 outputs = [pb_utils.Tensor("TENSOR", tensor), pb_utils.Tensor("ORIGINAL_SIZE", sizes)]
                 responses.append(pb_utils.InferenceResponse(output_tensors=outputs))
-            except Exception as exc:
+            except BadImageError as exc:
+                error = pb_utils.TritonError(f"image_preprocess: {exc}", pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
+            except Exception as exc:  # noqa: BLE001 - a failure of this request only, never of the model
                 error = pb_utils.TritonError(f"image_preprocess: {exc}")
                 responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
         return responses
