@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from client_fixtures import build_client_repository  # noqa: E402
 
 from orinkit.client import Client  # noqa: E402
-from orinkit.server.testing import start_on_free_ports  # noqa: E402
+from orinkit.server.local import start_on_free_ports  # noqa: E402
 
 
 def plain_call(client, model, name, array, datatype, output):

@@ -44,7 +44,7 @@ from orinkit.server import ServerOptions, TritonProcess, build_command, live_gro
 from orinkit.server import locate_tritonserver  # noqa: E402
 from orinkit.server.cli import prepare_start, record_loaded  # noqa: E402
 from orinkit.server.ports import free_ports  # noqa: E402
-from orinkit.server.testing import start_on_free_ports  # noqa: E402
+from orinkit.server.local import start_on_free_ports  # noqa: E402
 
 BIN = Path(sys.executable).parent
 X = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -35,7 +35,7 @@ from orinkit.lanes.export import export_lane_onnx  # noqa: E402
 from orinkit.lanes.model import build_lane_model, show_random_lanes  # noqa: E402
 from orinkit.lanes.postprocess import PostprocessOptions, postprocess  # noqa: E402
 from orinkit.lanes.repository import build_lane_repository  # noqa: E402
-from orinkit.server.testing import start_on_free_ports  # noqa: E402
+from orinkit.server.local import start_on_free_ports  # noqa: E402
 
 
 def _median_ms(fn, repeat: int) -> float:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from orinkit.client.client import Client
-from orinkit.client.errors import InvalidInputError
+from orinkit.client.errors import BenchError, InvalidInputError
 from orinkit.client.model import ModelInfo
 
 
@@ -21,15 +21,16 @@ class LevelResult:
     errors: int
     seconds: float
     throughput: float  # requests per second
-    p50_ms: float
-    p90_ms: float
-    p95_ms: float
-    p99_ms: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p95_ms: float | None  # None when no request succeeded (JSON has no NaN)
+    p99_ms: float | None
+    first_error: str | None = None  # what the first failed request was told
 
 
-def percentile(sorted_ms: Sequence[float], q: float) -> float:
+def percentile(sorted_ms: Sequence[float], q: float) -> float | None:
     if not sorted_ms:
-        return float("nan")
+        return None
     return float(np.percentile(np.asarray(sorted_ms), q))
 
 
@@ -41,6 +42,7 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
         raise InvalidInputError("give a duration or a request count", hint="--duration 10 or --requests 1000")
     latencies: list[float] = []
     errors = [0]
+    first_error: list[str] = []
     lock = threading.Lock()
     remaining = [requests if requests is not None else -1]
     calls = [make_call() for _ in range(concurrency)]
@@ -61,8 +63,10 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
             try:
                 call()
                 local.append((time.perf_counter() - started) * 1000)
-            except Exception:  # counted: a benchmark reports failures instead of stopping at the first
+            except Exception as exc:  # noqa: BLE001 - counted: a benchmark reports failures, not the first only
                 failed += 1
+                if not first_error:
+                    first_error.append(str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
         with lock:
             latencies.extend(local)
             errors[0] += failed
@@ -79,19 +83,26 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
     ordered = sorted(latencies)
     return LevelResult(concurrency, len(ordered), errors[0], round(seconds, 3), len(ordered) / seconds,
                        percentile(ordered, 50), percentile(ordered, 90), percentile(ordered, 95),
-                       percentile(ordered, 99))
+                       percentile(ordered, 99), first_error[0] if first_error else None)
 
 
-def random_inputs(info: ModelInfo, *, seed: int = 0) -> dict[str, np.ndarray]:
-    """One sample per input at its declared dims (dynamic dims as 1), with the batch axis when it batches."""
+def random_inputs(info: ModelInfo, *, seed: int = 0, payload: bytes | None = None) -> dict[str, np.ndarray]:
+    """One sample per input at its declared dims (dynamic dims as 1), with the batch axis when it batches.
+    BYTES inputs take ``payload`` (an encoded image, say): random bytes mean nothing to a model that decodes them,
+    so without one they are refused."""
     rng = np.random.default_rng(seed)
     arrays = {}
+    byte_inputs = [t.name for t in info.inputs if t.datatype == "BYTES"]
+    if byte_inputs and payload is None:
+        raise InvalidInputError(
+            f"'{info.name}' takes BYTES ({', '.join(byte_inputs)}): random bytes would only measure failures",
+            hint="pass --image FILE (its bytes fill the BYTES inputs) or --data FILE.npz with real inputs")
     for tensor in info.inputs:
         shape = tuple(d if d > 0 else 1 for d in tensor.dims)
         if info.max_batch_size > 0:
             shape = (1, *shape)
         if tensor.datatype == "BYTES":
-            arrays[tensor.name] = np.full(shape, b"orinkit", dtype=np.object_)
+            arrays[tensor.name] = np.full(shape, payload, dtype=np.object_)
         elif tensor.datatype == "BOOL":
             arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
         elif np.issubdtype(tensor.numpy_dtype, np.integer):
@@ -150,14 +161,15 @@ def _measured_power(sampler_factory, run):
 
 
 def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: float | None = 5.0,
-          requests: int | None = None, inputs: Mapping[str, np.ndarray] | None = None,
+          requests: int | None = None, inputs: Mapping[str, np.ndarray] | None = None, payload: bytes | None = None,
           shared_memory: str | None = None, power_sampler=None, progress=lambda message: None) -> dict:
     """Each concurrency level through orinkit and through plain tritonclient, with the throughput ratio.
-    ``power_sampler`` (e.g. ``orinkit.jetson.TegrastatsSampler`` on a Jetson) adds average power and energy per
-    inference for orinkit's run."""
+    ``payload`` fills BYTES inputs (an encoded image). ``power_sampler`` (e.g. ``orinkit.jetson.TegrastatsSampler``
+    on a Jetson) adds average power and energy per inference for orinkit's run. Raises BenchError when every
+    request of a level failed, with what the server said."""
     with Client(url, model) as probe:
         info = probe.info
-    inputs = dict(inputs) if inputs is not None else random_inputs(info)
+    inputs = dict(inputs) if inputs is not None else random_inputs(info, payload=payload)
     report = {"url": url, "model": model, "shared_memory": shared_memory, "levels": []}
     for level in levels:
         clients: list = []
@@ -171,20 +183,30 @@ def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: f
             for client in clients:
                 client.close()
         entry = {"concurrency": level, "orinkit": asdict(ours), "tritonclient": asdict(base), "power": power,
-                 "throughput_ratio": ours.throughput / base.throughput if base.throughput else float("nan")}
+                 "throughput_ratio": ours.throughput / base.throughput if base.throughput else None}
         report["levels"].append(entry)
         progress(format_level(entry))
+        if ours.requests == 0 and ours.errors:
+            raise BenchError(f"every request to '{model}' failed at concurrency {level}: {ours.first_error}",
+                             hint="send inputs the model takes (--data FILE.npz, --image FILE); the message above "
+                                  "is the server's", report=report)
     return report
 
 
 def format_level(entry: dict) -> str:
-    def row(label, r):
-        return (f"  {label:12} {r['throughput']:9.1f} req/s  p50 {r['p50_ms']:7.2f}  p90 {r['p90_ms']:7.2f}  "
-                f"p95 {r['p95_ms']:7.2f}  p99 {r['p99_ms']:7.2f} ms  ({r['requests']} ok, {r['errors']} failed)")
+    def ms(value):
+        return "    -  " if value is None else f"{value:7.2f}"
 
+    def row(label, r):
+        failed = f", first error: {r['first_error']}" if r.get("first_error") else ""
+        return (f"  {label:12} {r['throughput']:9.1f} req/s  p50 {ms(r['p50_ms'])}  p90 {ms(r['p90_ms'])}  "
+                f"p95 {ms(r['p95_ms'])}  p99 {ms(r['p99_ms'])} ms  ({r['requests']} ok, {r['errors']} failed"
+                f"{failed})")
+
+    ratio = entry["throughput_ratio"]
     lines = [f"concurrency {entry['concurrency']}:", row("orinkit", entry["orinkit"]),
              row("tritonclient", entry["tritonclient"]),
-             f"  throughput ratio orinkit / tritonclient: {entry['throughput_ratio']:.3f}"]
+             f"  throughput ratio orinkit / tritonclient: {'-' if ratio is None else f'{ratio:.3f}'}"]
     power = entry.get("power")
     if power and power.get("input_power_mw") is not None:
         per = power.get("energy_per_inference_j")

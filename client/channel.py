@@ -66,15 +66,14 @@ def _presented_certificate(url: str) -> tuple[str, str]:
 
 def connect(url: str, *, tls: TLS | None, keepalive=None, channel_options: Sequence[tuple[str, object]] = ()):
     """A tritonclient.grpc.InferenceServerClient for ``url``."""
-    import tritonclient.grpc as grpcclient
-
     options = merged_channel_options(channel_options)
     kwargs = {}
+    presented = None
     if tls is not None:
         root = tls.root_certificates
         if tls.insecure:
             try:
-                root, name = _presented_certificate(url)
+                root, name = presented = _presented_certificate(url)
             except (OSError, ValueError) as exc:
                 raise ClientError(f"cannot read the certificate the server at {url} presents: {exc}",
                                   hint="is the server started with --grpc-use-ssl=true?") from exc
@@ -83,7 +82,11 @@ def connect(url: str, *, tls: TLS | None, keepalive=None, channel_options: Seque
                       certificate_chain=tls.certificate_chain)
     if keepalive is not None:
         kwargs["keepalive_options"] = keepalive
-    return _client_class()(url, channel_args=options, **kwargs)
+    try:
+        return _client_class()(url, channel_args=options, **kwargs)
+    finally:
+        if presented is not None:  # tritonclient has read it into the channel's credentials
+            os.unlink(presented[0])
 
 
 @functools.cache

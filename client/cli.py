@@ -9,8 +9,8 @@ import click
 import numpy as np
 
 from orinkit.client.bench import bench
-from orinkit.client.errors import InvalidInputError
-from orinkit.core.cli import CommandError
+from orinkit.client.errors import BenchError, InvalidInputError
+from orinkit.core.cli import CommandError, OrinkitCommand
 from orinkit.core.errors import OrinkitError
 
 
@@ -33,6 +33,13 @@ def _load_inputs(path: Path) -> dict[str, np.ndarray]:
                                 hint="save one array per input name with numpy.savez") from exc
 
 
+def _read_payload(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read --image {path}: {exc.strerror or exc}", hint="check the path") from None
+
+
 def _sampler(power: bool | None):
     import shutil
 
@@ -43,29 +50,38 @@ def _sampler(power: bool | None):
     return TegrastatsSampler
 
 
-@click.command()
+@click.command(cls=OrinkitCommand)
 @click.option("--url", default="localhost:8001", show_default=True, help="gRPC address of the server.")
 @click.option("--model", required=True)
 @click.option("--concurrency", default="1,4", show_default=True, help="Levels to run, comma-separated.")
 @click.option("--duration", type=float, default=None, help="Seconds per level and client (default 5).")
 @click.option("--requests", type=int, default=None, help="Requests per level and client, instead of a duration.")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with one array per input.")
+@click.option("--image", type=click.Path(path_type=Path), default=None,
+              help="A file whose bytes fill the model's BYTES inputs (an encoded image for an image pipeline).")
 @click.option("--shared-memory/--no-shared-memory", default=False, show_default=True,
               help="orinkit's client uses system shared memory (server on this host).")
 @click.option("--power/--no-power", default=None,
               help="Sample tegrastats for average power and energy per inference (default: on a Jetson).")
 @click.option("--json", "as_json", is_flag=True)
-def main(url, model, concurrency, duration, requests, data, shared_memory, power, as_json) -> None:
+def main(url, model, concurrency, duration, requests, data, image, shared_memory, power, as_json) -> None:
     """Throughput and p50/p90/p95/p99 latency per concurrency level, orinkit vs plain tritonclient."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
         if duration is not None and requests is not None:
             raise InvalidInputError("give --duration or --requests, not both", hint="drop one of them")
+        if data is not None and image is not None:
+            raise InvalidInputError("give --data or --image, not both", hint="--image fills BYTES inputs; --data all")
         report = bench(url, model, levels=_levels(concurrency),
                        duration_s=duration if duration is not None else (None if requests else 5.0),
                        requests=requests, inputs=_load_inputs(data) if data else None,
+                       payload=_read_payload(image) if image else None,
                        shared_memory="system" if shared_memory else None, power_sampler=_sampler(power),
                        progress=echo)
+    except BenchError as exc:
+        if as_json and exc.report is not None:
+            click.echo(json.dumps(exc.report, indent=2))
+        raise CommandError(exc) from exc
     except OrinkitError as exc:
         raise CommandError(exc) from exc
     if as_json:

@@ -11,6 +11,7 @@
     ├── InferenceFailedError     the server ran the request and the model failed (exit 6)
     ├── SharedMemoryError        shared memory could not be set up or was refused by the server (exit 6)
     │   └── SharedMemoryRegionLostError   the server no longer knows a region (it restarted); re-registered
+    ├── BenchError               every request of a benchmark level failed (exit 6)
     └── ClientClosedError        the client was used after close() (exit 1)
 
 gRPC's status code decides first; the server's message only separates causes that share a code (a region the
@@ -63,6 +64,14 @@ class SharedMemoryError(ClientError):
 
 class SharedMemoryRegionLostError(SharedMemoryError):
     pass
+
+
+class BenchError(ClientError):
+    """``report`` holds what was measured up to the level that failed."""
+
+    def __init__(self, message: str, *, hint: str | None = None, report=None) -> None:
+        super().__init__(message, hint=hint)
+        self.report = report
 
 
 class ClientClosedError(ClientError):

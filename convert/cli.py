@@ -18,7 +18,7 @@ from orinkit.convert.pipeline import (
 )
 from orinkit.convert.samples import parse_ranges
 from orinkit.convert.shapes import parse_shapes
-from orinkit.core.cli import CommandError
+from orinkit.core.cli import CommandError, OrinkitCommand
 from orinkit.core.errors import OrinkitError
 from orinkit.core.optional import require
 
@@ -74,7 +74,7 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
             echo(f"runtime: {placed.note}")
 
 
-@click.command()
+@click.command(cls=OrinkitCommand)
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @click.option("--torch", "torch_factory", default=None, help="package.module:factory returning an nn.Module.")
 @click.option("--input", "torch_inputs", multiple=True, help="--torch: NAME:DIMS of each input (repeatable).")

@@ -87,6 +87,8 @@ def manifest_path(plan: str | os.PathLike[str]) -> Path:
 
 
 def read_manifest(plan: str | os.PathLike[str]) -> EngineManifest:
+    if not Path(plan).is_file():
+        raise ManifestError(f"{plan} does not exist", hint="check the path to the plan (model.plan)")
     path = manifest_path(plan)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))

@@ -203,6 +203,13 @@ def convert_onnx(
     if output.exists() and not force:
         raise ConvertError(f"{output} already exists", hint="pass --force to replace it, or choose another --output")
     build = tensorrt_available() if options.engine is None else options.engine
+    engine_only = [flag for flag, given in (("--benchmark", options.benchmark), ("--dla-core", options.dla_core is not
+                   None), ("--workspace", options.workspace is not None), ("--timing-cache", options.timing_cache
+                   is not None)) if given]
+    if engine_only and not build:
+        why = "TensorRT is not installed here" if options.engine is None else "no engine is built (engine=False)"
+        raise ConvertError(f"{', '.join(engine_only)} shape{'s' if len(engine_only) == 1 else ''} the TensorRT "
+                           f"engine, and {why}", hint="drop them here, and run edge-convert with them on the device")
     gate_options = options.gate_options() if options.fp16 else None
     _announce_shapes(source, options, progress)
     stages = _Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)

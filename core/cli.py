@@ -1,4 +1,5 @@
-"""Glue between the library's typed errors and click: a command ends with the error's own exit code."""
+"""Glue between the library's typed errors and click: a command ends with the error's own exit code, and a
+SIGINT or SIGTERM unwinds it (temporary folders, child processes, servers) before it exits 130."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 import click
 
 from orinkit.core.errors import OrinkitError
+from orinkit.core.signals import INTERRUPTED_EXIT, sigterm_as_interrupt
 
 
 class CommandError(click.ClickException):
@@ -18,11 +20,33 @@ class CommandError(click.ClickException):
         self.error = error
 
 
-class OrinkitGroup(click.Group):
-    """A click group whose commands turn :class:`OrinkitError` into :class:`CommandError`."""
+class Interrupted(click.ClickException):
+    exit_code = INTERRUPTED_EXIT
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def __init__(self) -> None:
+        super().__init__("interrupted: stopped, and removed what was half-made")
+
+
+def _invoke(invoke, ctx: click.Context) -> Any:
+    with sigterm_as_interrupt():
         try:
-            return super().invoke(ctx)
+            return invoke(ctx)
         except OrinkitError as exc:
             raise CommandError(exc) from exc
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+
+class OrinkitGroup(click.Group):
+    """A click group whose commands turn :class:`OrinkitError` into :class:`CommandError`, and SIGINT/SIGTERM
+    into a clean stop with exit code 130."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _invoke(super().invoke, ctx)
+
+
+class OrinkitCommand(click.Command):
+    """The same for a single command."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        return _invoke(super().invoke, ctx)

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-
 from orinkit.core.errors import OrinkitError
-from orinkit.server import ServerOptions, TritonProcess, build_command, locate_tritonserver
+from orinkit.server import (
+    ServerOptions,
+    TritonProcess,
+    build_command,
+    locate_tritonserver,
+)
 from orinkit.server.ports import free_ports
 
 REPOSITORY = Path(__file__).resolve().parent.parent / "tests" / "data" / "repository"

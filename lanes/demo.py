@@ -138,7 +138,7 @@ def _run(args, work: Path) -> int:
     from orinkit.lanes.metrics import score_image
     from orinkit.lanes.postprocess import PostprocessOptions
     from orinkit.lanes.repository import build_lane_repository
-    from orinkit.server.testing import start_on_free_ports
+    from orinkit.server.local import start_on_free_ports
 
     started = _step(f"[1/5] LaneATT ({args.backbone}) in torch")
     model, weights = _model(args)

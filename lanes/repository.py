@@ -15,6 +15,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from orinkit.lanes.postprocess import PostprocessOptions
 from orinkit.repo.add import PlacedModel, add_model
+from orinkit.repo.layout import placing_together
 from orinkit.repo.ensemble import add_ensemble
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.signature import TensorSpec
@@ -54,19 +55,33 @@ def build_lane_repository(
     progress=lambda message: None,
 ) -> dict[str, PlacedModel | Path]:
     """Place the lane model (a plan, or an ONNX file with ``runtime``), the pre- and post-processing steps and
-    the ensemble over them into ``repository``."""
-    repository = Path(repository)
+    the ensemble over them into ``repository``: all four, or, if any cannot be placed, none. A model with FP16
+    input and output (``export_lane_onnx(..., fp16_io=True)``) gets FP16 pre-processing and post-processing."""
+    with placing_together(Path(repository)) as staging:
+        placed = _build(staging, model_artifact, postprocess, runtime, max_batch_size, progress)
+    return {key: (_moved(value, Path(repository)) if isinstance(value, PlacedModel) else Path(repository) / value.name)
+            for key, value in placed.items()}
+
+
+def _moved(placed: PlacedModel, repository: Path) -> PlacedModel:
+    return replace(placed, path=repository / placed.name)
+
+
+def _build(repository: Path, model_artifact, postprocess: PostprocessOptions, runtime, max_batch_size: int,
+           progress) -> dict:
     batching = ModelOptions(max_batch_size=max_batch_size, dynamic_batching=True)
     model = add_model(repository, model_artifact, name=MODEL, runtime=runtime, options=batching)
     progress(f"placed {MODEL} as {model.runtime.value}" + (f" ({model.note})" if model.note else ""))
     dtype = "FP16" if model.config.input[0].data_type == mc.TYPE_FP16 else "FP32"
+    proposals_dtype = "FP16" if model.config.output[0].data_type == mc.TYPE_FP16 else "FP32"
     pre = add_step(repository, preprocess_step(dtype), name=PRE, max_batch_size=max_batch_size)
     count, width = (int(d) for d in model.config.output[0].dims)
     k = postprocess.top_k
     with resources.as_file(resources.files("orinkit.lanes").joinpath("triton_postprocess.py")) as source:
         post = add_model(
             repository, source, name=POST,
-            inputs=[TensorSpec("PROPOSALS", "FP32", (count, width)), TensorSpec("ORIGINAL_SIZE", "INT32", (2,))],
+            inputs=[TensorSpec("PROPOSALS", proposals_dtype, (count, width)),
+                    TensorSpec("ORIGINAL_SIZE", "INT32", (2,))],
             outputs=[TensorSpec("LANES", "FP32", (k, N_POINTS, 2)), TensorSpec("SCORES", "FP32", (k,)),
                      TensorSpec("COUNT", "INT32", (1,))],
             options=replace(batching, parameters=(("conf_threshold", repr(postprocess.conf_threshold)),

@@ -13,7 +13,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from orinkit.convert.manifest import manifest_path
 from orinkit.core.files import fsync_tree
-from orinkit.repo.artifacts import onnx_signature, plan_signature, torchscript_signature
+from orinkit.repo.artifacts import oneflow_layout_problem, onnx_signature, plan_signature, torchscript_signature
 from orinkit.repo.configs import Runtime, build_config
 from orinkit.repo.errors import ArtifactError, SignatureError, UnsupportedArtifactError
 from orinkit.repo.layout import check_model_name, new_model_folder
@@ -30,6 +30,9 @@ _BY_SUFFIX = {
     ".py": Runtime.PYTHON,
 }
 ONNX_RUNTIMES = (Runtime.ONNXRUNTIME, Runtime.PYTHON_ONNXRUNTIME)
+TORCHSCRIPT_RUNTIMES = (Runtime.PYTORCH, Runtime.PYTHON_TORCHSCRIPT)
+# What each runtime needs declared; the others read their inputs and outputs from the file.
+DECLARED_IO = (Runtime.PYTHON, Runtime.ONEFLOW, *TORCHSCRIPT_RUNTIMES)
 
 
 @dataclass(frozen=True)
@@ -47,18 +50,24 @@ def pymodel_source(name: str) -> str:
     return resources.files("orinkit.repo.pymodels").joinpath(f"{name}.py").read_text(encoding="utf-8")
 
 
-def choose_onnx_runtime(backends: Path | None) -> tuple[Runtime, str]:
-    """onnxruntime_onnx where the server has that backend; otherwise onnxruntime inside the Python backend."""
+def _choose(native: Runtime, fallback: Runtime, backends: Path | None, *, device_hint: str) -> tuple[Runtime, str]:
+    """``native`` where the server has its backend; otherwise ``fallback``, the same file run inside the Python
+    backend (the local tritonserver has only that one)."""
     if backends is None:
         from orinkit.server import backend_directory, locate_tritonserver
 
         backends = backend_directory(locate_tritonserver())
-    if (backends / "onnxruntime").is_dir():
-        return Runtime.ONNXRUNTIME, f"the server's backends ({backends}) include onnxruntime"
-    return Runtime.PYTHON_ONNXRUNTIME, (
-        f"the server's backends ({backends}) have no onnxruntime backend, so onnxruntime runs inside the Python "
-        "backend; on the Orin place it with --runtime onnxruntime_onnx or convert it to a TensorRT plan"
+    if (backends / native.backend).is_dir():
+        return native, f"the server's backends ({backends}) include {native.backend}"
+    return fallback, (
+        f"the server's backends ({backends}) have no {native.backend} backend, so the model runs inside the Python "
+        f"backend; on the Orin {device_hint}"
     )
+
+
+def choose_onnx_runtime(backends: Path | None) -> tuple[Runtime, str]:
+    return _choose(Runtime.ONNXRUNTIME, Runtime.PYTHON_ONNXRUNTIME, backends,
+                   device_hint="place it with --runtime onnxruntime_onnx or convert it to a TensorRT plan")
 
 
 def resolve_runtime(artifact: Path, runtime: Runtime | str | None, *, backends: Path | None = None
@@ -68,6 +77,10 @@ def resolve_runtime(artifact: Path, runtime: Runtime | str | None, *, backends: 
     wanted = None if wanted == "auto" else wanted
     if artifact.is_dir():
         if wanted is Runtime.ONEFLOW:
+            problem = oneflow_layout_problem(artifact)
+            if problem is not None:
+                raise ArtifactError(f"{artifact}: {problem}",
+                                    hint="pass the folder oneflow.saved_model wrote (its files directly inside)")
             return wanted, ""
         raise UnsupportedArtifactError(
             f"{artifact} is a folder", hint="a folder is placed only as a OneFlow saved model: --runtime oneflow"
@@ -78,6 +91,11 @@ def resolve_runtime(artifact: Path, runtime: Runtime | str | None, *, backends: 
             return choose_onnx_runtime(backends)
         if wanted in ONNX_RUNTIMES:
             return wanted, ""
+    elif _BY_SUFFIX.get(suffix) is Runtime.PYTORCH and wanted in (None, *TORCHSCRIPT_RUNTIMES):
+        if wanted is None:
+            return _choose(Runtime.PYTORCH, Runtime.PYTHON_TORCHSCRIPT, backends,
+                           device_hint="place it with --runtime pytorch_libtorch")
+        return wanted, ""
     elif suffix in _BY_SUFFIX and wanted in (None, _BY_SUFFIX[suffix]):
         return _BY_SUFFIX[suffix], ""
     kinds = ", ".join(sorted({*_BY_SUFFIX, ".onnx"}))
@@ -96,11 +114,17 @@ def derive_signature(
 ) -> Signature:
     """The model's I/O from the artifact itself; declared only where the artifact cannot tell (Python, OneFlow,
     TorchScript inputs)."""
+    if runtime not in DECLARED_IO and (inputs or outputs):
+        raise SignatureError(
+            f"--input/--output declare the tensors of Python, OneFlow and TorchScript models; a {runtime.value} "
+            "model's come from the file itself",
+            hint="drop --input/--output (edge-repo add prints what it read), or re-export the model with the names "
+                 "you want")
     if runtime in ONNX_RUNTIMES:
         return onnx_signature(artifact, max_batch_size=options.max_batch_size)
     if runtime is Runtime.TENSORRT_PLAN:
         return plan_signature(artifact, max_batch_size=options.max_batch_size)
-    if runtime is Runtime.PYTORCH:
+    if runtime in TORCHSCRIPT_RUNTIMES:
         return torchscript_signature(artifact, inputs or (), outputs, max_batch_size=options.max_batch_size or 0)
     if not inputs or not outputs:
         raise SignatureError(
@@ -116,9 +140,9 @@ def fill_version(folder: Path, artifact: Path, runtime: Runtime, extra_files: Se
     target = folder / runtime.model_file
     if runtime is Runtime.ONEFLOW:
         shutil.copytree(artifact, target)
-    elif runtime is Runtime.PYTHON_ONNXRUNTIME:
-        shutil.copyfile(artifact, folder / "model.onnx")
-        (folder / "model.py").write_text(pymodel_source("onnxruntime_runner"), encoding="utf-8")
+    elif runtime.runner is not None:
+        shutil.copyfile(artifact, folder / ("model.onnx" if runtime is Runtime.PYTHON_ONNXRUNTIME else "model.pt"))
+        (folder / "model.py").write_text(pymodel_source(runtime.runner), encoding="utf-8")
     else:
         shutil.copyfile(artifact, target)
     if runtime is Runtime.TENSORRT_PLAN and manifest_path(artifact).is_file():
@@ -136,7 +160,12 @@ def _copy_external_data(artifact: Path, folder: Path) -> None:
     """Large ONNX models keep weights in files beside the graph; they travel with it."""
     import onnx
 
-    model = onnx.load(str(artifact), load_external_data=False)
+    try:
+        model = onnx.load(str(artifact), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, OSError, onnx's own: a file cut short or foreign
+        raise ArtifactError(f"{artifact.name} is not a readable ONNX model ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0][:200] if str(exc) else 'no detail'})",
+                            hint="pass a complete .onnx file; re-export it if it was cut short") from None
     for tensor in model.graph.initializer:
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
             location = next(e.value for e in tensor.external_data if e.key == "location")

@@ -70,6 +70,9 @@ def onnx_full_shapes(path: str | os.PathLike[str]) -> FullShapes:
     except Exception as exc:  # onnx raises DecodeError, OSError or its own errors
         raise ArtifactError(f"{path} is not a readable ONNX model: {exc}", hint="re-export it") from exc
     graph = model.graph
+    if not graph.node and not graph.output:
+        raise ArtifactError(f"{path} is not a readable ONNX model: it holds no graph (an empty or foreign file)",
+                            hint="pass a complete .onnx file")
     if any(not o.type.tensor_type.HasField("shape") for o in graph.output):
         graph = onnx.shape_inference.infer_shapes(model).graph
     initializers = {i.name for i in graph.initializer}
@@ -116,9 +119,14 @@ def plan_signature(path: str | os.PathLike[str], *, max_batch_size: int | None =
     return manifest_signature(plan_manifest(path), max_batch_size=max_batch_size, source=str(path))
 
 
-def torchscript_names(count: int, kind: str) -> list[str]:
-    """The PyTorch backend binds tensors by position through names ending in ``__<index>``."""
-    return [f"{kind}__{i}" for i in range(count)]
+def _check_torchscript_names(tensors: Sequence[TensorSpec], kind: str) -> None:
+    for index, tensor in enumerate(tensors):
+        if not tensor.name.endswith(f"__{index}"):
+            raise SignatureError(
+                f"TorchScript {kind} '{tensor.name}' is number {index}: the PyTorch backend binds tensors by names "
+                f"ending in __<index>", hint=f"name it like {tensor.name.split('__')[0]}__{index} "
+                f"(e.g. --{kind} {tensor.name.split('__')[0]}__{index}:{tensor.dtype}:"
+                f"{'x'.join(map(str, tensor.dims)) or 'scalar'})")
 
 
 def torchscript_signature(
@@ -128,17 +136,16 @@ def torchscript_signature(
     *,
     max_batch_size: int = 0,
 ) -> Signature:
-    """Inputs as declared (renamed input__0, …); outputs as declared, or found by running the module once on
-    zeros of the declared shapes when torch is installed."""
+    """Inputs as declared (named ``<name>__<index>``, as the PyTorch backend binds them); outputs as declared, or
+    found by running the module once on zeros of the declared shapes when torch is installed."""
     if not inputs:
-        raise SignatureError("a TorchScript model needs its inputs declared", hint="pass --input DTYPE:DIMS")
-    named_inputs = [TensorSpec(n, t.dtype, t.dims) for n, t in zip(torchscript_names(len(inputs), "input"), inputs)]
+        raise SignatureError("a TorchScript model needs its inputs declared",
+                             hint="pass --input input__0:DTYPE:DIMS for each, in forward()'s order")
+    _check_torchscript_names(inputs, "input")
     if outputs is None:
-        outputs = _run_torchscript(Path(path), named_inputs, max_batch_size)
-    named_outputs = [
-        TensorSpec(n, t.dtype, t.dims) for n, t in zip(torchscript_names(len(outputs), "output"), outputs)
-    ]
-    return Signature(named_inputs, named_outputs, max_batch_size)
+        outputs = _run_torchscript(Path(path), list(inputs), max_batch_size)
+    _check_torchscript_names(outputs, "output")
+    return Signature(tuple(inputs), tuple(outputs), max_batch_size)
 
 
 def _run_torchscript(path: Path, inputs: Sequence[TensorSpec], max_batch_size: int) -> list[TensorSpec]:
@@ -147,16 +154,39 @@ def _run_torchscript(path: Path, inputs: Sequence[TensorSpec], max_batch_size: i
 
     try:
         module = torch.jit.load(str(path), map_location="cpu").eval()
-    except Exception as exc:
-        raise ArtifactError(f"{path} is not a TorchScript module: {exc}", hint="save it with torch.jit.save") from exc
+    except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, ValueError and more for foreign files
+        raise ArtifactError(f"{path} is not a TorchScript module: {str(exc).splitlines()[0][:200]}",
+                            hint="save it with torch.jit.save(torch.jit.script(model) or torch.jit.trace(...))"
+                            ) from None
     batch = (1,) if max_batch_size > 0 else ()
     samples = [torch.from_numpy(np.zeros(batch + tuple(max(d, 1) for d in t.dims), dtype(t.dtype).numpy))
                for t in inputs]
-    with torch.no_grad():
-        result = module(*samples)
+    try:
+        with torch.no_grad():
+            result = module(*samples)
+    except Exception as exc:  # noqa: BLE001 - whatever forward() raises on inputs of the declared shapes
+        shapes = ", ".join(f"{t.name} {list(s.shape)}" for t, s in zip(inputs, samples))
+        first = next((line for line in str(exc).splitlines() if line.strip() and "Traceback" not in line), str(exc))
+        raise SignatureError(
+            f"{Path(path).name} fails on zeros of the declared input shapes ({shapes}): {first.strip()[:200]}",
+            hint="declare the shapes forward() takes (--input NAME__0:DTYPE:DIMS, without the batch axis when "
+                 "--max-batch-size > 0), or declare the outputs too (--output) to skip this run") from None
     results = result if isinstance(result, (tuple, list)) else (result,)
     cut = len(batch)
     return [
         TensorSpec(f"output__{i}", from_numpy(r.detach().numpy().dtype).triton, tuple(r.shape[cut:]))
         for i, r in enumerate(results)
     ]
+
+
+def oneflow_layout_problem(saved: Path) -> str | None:
+    """What is wrong with a OneFlow saved-model folder, or None: it must be a folder of the export's files, not
+    empty and not the folder around the export."""
+    if not saved.is_dir():
+        return f"{saved.name} is a file, not a OneFlow saved-model folder"
+    entries = [p for p in saved.iterdir() if not p.name.startswith(".")]
+    if not entries:
+        return "the OneFlow model folder is empty"
+    if len(entries) == 1 and entries[0].is_dir():
+        return f"the OneFlow model folder holds only the folder '{entries[0].name}' (nested one level too deep)"
+    return None

@@ -16,7 +16,7 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from orinkit.convert.manifest import ManifestError, read_manifest
-from orinkit.repo.artifacts import manifest_full_shapes, onnx_full_shapes
+from orinkit.repo.artifacts import manifest_full_shapes, oneflow_layout_problem, onnx_full_shapes
 from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
 from orinkit.repo.errors import EnsembleError, RepoError
@@ -60,6 +60,24 @@ class _Report:
         self.add("warning", *args)
 
 
+def server_defaults() -> tuple[Path | None, str | None, str]:
+    """The backend folder and the Python of the server orinkit finds (``edge-serve``'s own choice), for a check
+    that judges by what that server will do; (None, None, why) when there is no server here."""
+    import sys
+
+    from orinkit.core.errors import OrinkitError
+
+    python = Path(sys.prefix) / "bin" / "python3"  # the stub runs the first python3 on PATH: the venv's
+    try:
+        from orinkit.server import backend_directory, locate_tritonserver
+
+        backends = backend_directory(locate_tritonserver())
+    except OrinkitError as exc:
+        return None, str(python) if python.exists() else sys.executable, (
+            f"backends not checked: {exc.message}")
+    return backends, str(python) if python.exists() else sys.executable, ""
+
+
 def check_repository(
     repository: str | os.PathLike[str],
     *,
@@ -91,17 +109,54 @@ def check_repository(
                 _check_ensemble(report, folder, config, configs)
             continue
         if runtime is None:
+            if config.backend and backend_directory is not None:
+                if not (Path(backend_directory) / config.backend).is_dir():
+                    report.error("backend-missing", name, folder / CONFIG_NAME,
+                                 f"the backend '{config.backend}' is not in {backend_directory}",
+                                 "install that backend, or fix the config's backend")
+                continue  # a backend orinkit does not know, but the server has: it judges the files itself
             report.error("unknown-runtime", name, folder / CONFIG_NAME, "the config names no platform or backend "
                          "orinkit knows", "set backend (python, onnxruntime, tensorrt, pytorch) or platform")
             continue
         _check_model_files(report, folder, config, runtime)
+        _check_labels(report, folder, config)
         if backend_directory is not None and not (Path(backend_directory) / runtime.backend).is_dir():
             report.error("backend-missing", name, folder / CONFIG_NAME,
                          f"the backend '{runtime.backend}' is not in {backend_directory}",
                          "install that backend, or place the model with a runtime the server has")
-        if python is not None and runtime.backend == "python":
-            _check_python_imports(report, folder, config, python)
+        if runtime.backend == "python":
+            _check_python_models(report, folder, config, python)
     return report.findings
+
+
+def _label_count(path: Path) -> int:
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return len(lines)
+
+
+def _check_labels(report: _Report, folder: Path, config: mc.ModelConfig) -> None:
+    """Labels files against the class counts they name: Triton's label_filename, and a topk step's labels.txt."""
+    for output in config.output:
+        if not output.label_filename:
+            continue
+        path = folder / output.label_filename
+        if not path.is_file():
+            report.error("labels-missing", folder.name, folder / CONFIG_NAME,
+                         f"output '{output.name}' names label_filename '{output.label_filename}', which is not in "
+                         "the model folder", f"put {output.label_filename} beside config.pbtxt")
+        elif output.dims and output.dims[-1] > 0 and _label_count(path) != output.dims[-1]:
+            report.error("labels-count", folder.name, path, f"{_label_count(path)} labels for output "
+                         f"'{output.name}' of {output.dims[-1]} classes", "give one label per class, in order")
+    logits = next((t for t in config.input if t.name == "LOGITS"), None)
+    if logits is None or not logits.dims or logits.dims[-1] <= 0:
+        return
+    for _, version in sorted(version_folders(folder).items()):
+        labels = version / "labels.txt"
+        if labels.is_file() and _label_count(labels) != logits.dims[-1]:
+            report.error("labels-count", folder.name, labels, f"{_label_count(labels)} labels for LOGITS of "
+                         f"{logits.dims[-1]} classes", "give one label per class, in class-id order")
 
 
 def _check_config(report: _Report, folder: Path) -> mc.ModelConfig | None:
@@ -157,14 +212,34 @@ def _check_model_files(report: _Report, folder: Path, config: mc.ModelConfig, ru
 
 def _check_version(report, folder, config, runtime, version: Path, *, label: str) -> None:
     default = config.default_model_filename or runtime.model_file
-    required = [default] + (["model.onnx"] if runtime is Runtime.PYTHON_ONNXRUNTIME else [])
+    required = [default] + {Runtime.PYTHON_ONNXRUNTIME: ["model.onnx"],
+                            Runtime.PYTHON_TORCHSCRIPT: ["model.pt"]}.get(runtime, [])
     missing = [name for name in required if not (version / name).exists()]
     if missing:
         report.error("model-file-missing", folder.name, version, f"{label} lacks {', '.join(missing)}",
                      f"put the model there as {missing[0]}" + (" (OneFlow: a folder)" if runtime is
                                                                 Runtime.ONEFLOW else ""))
         return
+    if runtime is Runtime.ONEFLOW:
+        _check_oneflow_folder(report, folder, version / default, label)
+        return
     _check_io(report, folder, config, runtime, version)
+
+
+def _check_oneflow_folder(report: _Report, folder: Path, saved: Path, label: str) -> None:
+    """A OneFlow saved model is a folder of files (the graph and its variables) at <version>/model/."""
+    problem = oneflow_layout_problem(saved)
+    if problem is None:
+        return
+    entries = [p for p in saved.iterdir() if not p.name.startswith(".")] if saved.is_dir() else []
+    where = f"{saved.parent.name}/{saved.name}/"
+    if entries and entries[0].is_dir():
+        fix = f"move what is in {where}{entries[0].name}/ up into {where}"
+    elif saved.is_dir():
+        fix = f"copy the saved model's files into {where}"
+    else:
+        fix = f"copy the folder oneflow.saved_model wrote as {where}"
+    report.error("oneflow-layout", folder.name, saved, f"{label}: {problem}", fix)
 
 
 def check_version_folder(model_dir: Path, version: Path) -> list[Finding]:
@@ -198,7 +273,7 @@ def _full_shapes(report, folder, runtime, version):
 
 def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime, version: Path) -> None:
     name = folder.name
-    if runtime is Runtime.PYTORCH:
+    if runtime in (Runtime.PYTORCH, Runtime.PYTHON_TORCHSCRIPT):
         for kind, tensors in (("input", config.input), ("output", config.output)):
             for index, tensor in enumerate(tensors):
                 if not tensor.name.endswith(f"__{index}"):
@@ -297,9 +372,8 @@ def _imports(source: str) -> set[str]:
     return modules - _STUB_PROVIDED
 
 
-def _check_python_imports(report: _Report, folder: Path, config: mc.ModelConfig, python: str) -> None:
-    if "EXECUTION_ENV_PATH" in config.parameters:
-        return  # the packed environment brings its own packages
+def _check_python_models(report: _Report, folder: Path, config: mc.ModelConfig, python: str | None) -> None:
+    """model.py must parse; with ``python``, its imports must resolve there (unless it brings an environment)."""
     for number, version in sorted(version_folders(folder).items()):
         model = version / "model.py"
         if not model.is_file():
@@ -309,6 +383,12 @@ def _check_python_imports(report: _Report, folder: Path, config: mc.ModelConfig,
         except SyntaxError as exc:
             report.error("python-syntax", folder.name, model, f"model.py does not parse: {exc}", "fix the syntax")
             continue
+        except ValueError as exc:  # NUL bytes: a binary file saved as model.py
+            report.error("python-syntax", folder.name, model, f"model.py is not Python source: {exc}",
+                         "put the model's Python source there")
+            continue
+        if python is None or "EXECUTION_ENV_PATH" in config.parameters:
+            continue  # nothing to ask, or the packed environment brings its own packages
         local = {p.stem for p in version.glob("*.py")} | {p.name for p in version.iterdir() if p.is_dir()}
         missing = _unresolvable(sorted(modules - local), python)
         for module in missing:

@@ -10,11 +10,11 @@ import click
 
 from orinkit.core.cli import OrinkitGroup
 from orinkit.repo.add import add_model
-from orinkit.repo.check import check_repository, findings_json
+from orinkit.repo.check import check_repository, findings_json, server_defaults
 from orinkit.repo.configs import Runtime
 from orinkit.repo.deploy import deploy_version, load_versions, rollback
 from orinkit.repo.ensemble import EnsembleSpec, add_ensemble
-from orinkit.repo.errors import CheckFailedError, SignatureError
+from orinkit.repo.errors import CheckFailedError, RepoError, SignatureError
 from orinkit.repo.options import INSTANCE_KINDS, ModelOptions, VersionPolicy
 from orinkit.repo.server_api import RepositoryAPI
 from orinkit.repo.signature import TensorSpec
@@ -22,6 +22,19 @@ from orinkit.repo.steps import ImagePreprocess, TopK, add_step
 
 _REPO = click.option("--repo", "repository", required=True, type=click.Path(path_type=Path),
                      help="The model repository folder.")
+_CREATE = click.option("--create", is_flag=True, help="Start a new repository if --repo does not exist yet.")
+
+
+def _repository(path: Path, create: bool) -> Path:
+    """A repository that exists, or that ``--create`` asks for: a typo in --repo must not start a new one."""
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise RepoError(f"--repo {path} is a file", hint="name the folder that holds one subfolder per model")
+    if not create:
+        raise RepoError(f"the repository {path} does not exist",
+                        hint="check the path, or pass --create to start a new repository there")
+    return path  # made with its first model, so a failed first add leaves nothing
 _SERVER = click.option("--server", default=None, help="gRPC URL of a server in explicit model control mode.")
 
 
@@ -51,6 +64,7 @@ def main() -> None:
 @main.command()
 @click.argument("artifact", type=click.Path(path_type=Path))
 @_REPO
+@_CREATE
 @click.option("--name", default=None, help="Model name (default: the file's stem).")
 @click.option("--runtime", type=click.Choice(["auto", *(r.value for r in Runtime)]), default="auto",
               show_default=True, help="How the model runs; 'auto' decides ONNX by the server's backends.")
@@ -70,10 +84,11 @@ def main() -> None:
 @click.option("--extra-file", "extra_files", multiple=True, type=click.Path(path_type=Path),
               help="Another file for the version folder (Python models' helpers, labels).")
 @click.option("--parameter", "parameters", multiple=True, help="KEY=VALUE for the config's parameters (repeatable).")
-def add(artifact, repository, name, runtime, version, max_batch_size, inputs, outputs, instances, instance_kind,
-        dynamic_batching, preferred, queue_delay_us, version_policy, warmup, tensorrt_fp16, execution_env,
-        extra_files, parameters) -> None:
+def add(artifact, repository, create, name, runtime, version, max_batch_size, inputs, outputs, instances,
+        instance_kind, dynamic_batching, preferred, queue_delay_us, version_policy, warmup, tensorrt_fp16,
+        execution_env, extra_files, parameters) -> None:
     """Place ARTIFACT (.plan, .onnx, .pt, .py, or a OneFlow folder) as a new model, config derived from it."""
+    repository = _repository(repository, create)
     options = ModelOptions(
         max_batch_size=max_batch_size, instance_count=instances, instance_kind=instance_kind,
         dynamic_batching=dynamic_batching, preferred_batch_sizes=preferred, max_queue_delay_us=queue_delay_us,
@@ -97,13 +112,15 @@ def step() -> None:
 
 @step.command("image-preprocess")
 @_REPO
+@_CREATE
 @click.option("--name", required=True)
 @click.option("--width", type=int, default=224, show_default=True)
 @click.option("--height", type=int, default=224, show_default=True)
-@click.option("--color-order", type=click.Choice(["RGB", "BGR"]), default="RGB", show_default=True)
+@click.option("--color-order", type=click.Choice(["RGB", "BGR", "GRAY"]), default="RGB", show_default=True,
+              help="GRAY: one channel (MNIST-style models).")
 @click.option("--scale", type=float, default=1 / 255, show_default=True)
-@click.option("--mean", default="0,0,0", show_default=True)
-@click.option("--std", default="1,1,1", show_default=True)
+@click.option("--mean", default="0,0,0", show_default=True, help="Per channel (one value with GRAY).")
+@click.option("--std", default="1,1,1", show_default=True, help="Per channel (one value with GRAY).")
 @click.option("--dtype", type=click.Choice(["FP32", "FP16"]), default="FP32", show_default=True)
 @click.option("--interpolation", type=click.Choice(["bilinear", "nearest", "bicubic"]), default="bilinear",
               show_default=True)
@@ -112,9 +129,10 @@ def step() -> None:
 @click.option("--max-megapixels", type=float, default=25, show_default=True,
               help="Refuse images with more pixels than this, read from the header before decoding.")
 @click.option("--max-batch-size", type=int, default=8, show_default=True)
-def image_preprocess(repository, name, width, height, color_order, scale, mean, std, dtype, interpolation,
+def image_preprocess(repository, create, name, width, height, color_order, scale, mean, std, dtype, interpolation,
                      max_image_mb, max_megapixels, max_batch_size) -> None:
     """Encoded image bytes → resized, normalised CHW tensor (TENSOR) and the original size (ORIGINAL_SIZE)."""
+    repository = _repository(repository, create)
     spec = ImagePreprocess(width=width, height=height, color_order=color_order, scale=scale, mean=_floats(mean),
                            std=_floats(std), dtype=dtype, interpolation=interpolation,
                            max_image_bytes=int(max_image_mb * 2**20), max_pixels=int(max_megapixels * 1e6))
@@ -124,6 +142,7 @@ def image_preprocess(repository, name, width, height, color_order, scale, mean, 
 
 @step.command("topk")
 @_REPO
+@_CREATE
 @click.option("--name", required=True)
 @click.option("--k", type=int, default=5, show_default=True)
 @click.option("--num-classes", type=int, default=-1, show_default=True)
@@ -131,11 +150,25 @@ def image_preprocess(repository, name, width, height, color_order, scale, mean, 
 @click.option("--labels", type=click.Path(path_type=Path), default=None, help="One label per line.")
 @click.option("--logits-dtype", type=click.Choice(["FP32", "FP16"]), default="FP32", show_default=True)
 @click.option("--max-batch-size", type=int, default=8, show_default=True)
-def topk(repository, name, k, num_classes, no_softmax, labels, logits_dtype, max_batch_size) -> None:
+def topk(repository, create, name, k, num_classes, no_softmax, labels, logits_dtype, max_batch_size) -> None:
     """Classification logits (LOGITS) → SCORES and CLASS_IDS of the k best classes (and LABELS)."""
+    repository = _repository(repository, create)
     spec = TopK(k=k, num_classes=num_classes, softmax=not no_softmax, labels=labels, logits_dtype=logits_dtype)
     placed = add_step(repository, spec, name=name, max_batch_size=max_batch_size)
     click.echo(f"placed step {placed.name} (topk) in {placed.path}")
+
+
+@step.command("bls")
+@click.argument("spec", type=click.Path(path_type=Path))
+@_REPO
+def bls(spec, repository) -> None:
+    """A Python (BLS) model that calls the models of SPEC (an ensemble spec) in order; a step with
+    `stop_if_empty: TENSOR` ends the chain when that output comes back empty."""
+    from orinkit.repo.bls import BlsSpec, add_bls
+
+    placed = add_bls(_repository(repository, False), BlsSpec.load(spec))
+    click.echo(f"placed BLS model {placed.name} ({len(json.loads(placed.config.parameters['chain'].string_value)['steps'])}"
+               f" steps) in {placed.path}")
 
 
 @main.command()
@@ -143,18 +176,46 @@ def topk(repository, name, k, num_classes, no_softmax, labels, logits_dtype, max
 @_REPO
 def ensemble(spec, repository) -> None:
     """Write the ensemble described by the YAML file SPEC, checked against its steps' configs."""
+    repository = _repository(repository, False)
     path = add_ensemble(repository, EnsembleSpec.load(spec))
     click.echo(f"placed ensemble {path.name} in {path}")
 
 
+def _positional_repository(given: Path | None, option: Path | None) -> Path:
+    if given is not None and option is not None and given != option:
+        raise RepoError(f"two repositories given: {given} and --repo {option}", hint="give one of them")
+    repository = given or option
+    if repository is None:
+        raise RepoError("no repository given", hint="edge-repo check REPOSITORY (or --repo REPOSITORY)")
+    return repository
+
+
 @main.command()
-@_REPO
+@click.argument("repository_arg", metavar="[REPOSITORY]", required=False, type=click.Path(path_type=Path))
+@click.option("--repo", "repository", type=click.Path(path_type=Path), default=None,
+              help="The model repository folder (or give it as the argument).")
 @click.option("--backend-directory", type=click.Path(path_type=Path), default=None,
-              help="Check that every model's backend is in this folder.")
-@click.option("--python", default=None, help="Check Python models' imports resolve for this interpreter.")
+              help="Check every model's backend against this folder (default: the server orinkit finds).")
+@click.option("--python", default=None,
+              help="Check Python models' imports for this interpreter (default: the one the server's stub runs).")
+@click.option("--portable", is_flag=True,
+              help="Judge only what holds on any server: skip this machine's backends and Python (a repository "
+                   "made here for the Orin).")
 @click.option("--json", "as_json", is_flag=True, help="Findings as JSON on standard output.")
-def check(repository, backend_directory, python, as_json) -> None:
+def check(repository_arg, repository, backend_directory, python, portable, as_json) -> None:
     """Find what tritonserver would refuse, without starting one. Exits 4 when there are errors."""
+    repository = _positional_repository(repository_arg, repository)
+    if not repository.is_dir():
+        raise RepoError(f"the repository folder {repository} does not exist", hint="check the path")
+    if portable and (backend_directory or python):
+        raise RepoError("--portable skips the backend and Python checks that --backend-directory/--python ask for",
+                        hint="give one or the other")
+    if not portable and (backend_directory is None or python is None):
+        found_backends, found_python, note = server_defaults()
+        backend_directory = backend_directory or found_backends
+        python = python or found_python
+        if note:
+            _echo(note)
     findings = check_repository(repository, backend_directory=backend_directory, python=python)
     if as_json:
         click.echo(findings_json(findings))
@@ -205,15 +266,38 @@ def load_command(name, repository, server, timeout) -> None:
                + (f"; set aside again {list(result.refused)}" if result.refused else ""))
 
 
-@main.command()
+@main.command("unload")
+@click.argument("name")
+@click.option("--server", required=True, help="gRPC URL of a server in --model-control-mode explicit.")
+def unload_command(name, server) -> None:
+    """Unload NAME from the server (its files stay; edge-repo load brings it back)."""
+    with RepositoryAPI(server) as api:
+        api.unload(name)
+        api.wait_unloaded(name, 60.0)
+    click.echo(f"unloaded {name} from {server}")
+
+
+@main.command("index")
 @click.option("--server", required=True, help="gRPC URL of the server.")
 @click.option("--json", "as_json", is_flag=True)
-def status(server, as_json) -> None:
-    """Models, versions and their states on a running server."""
+def index_command(server, as_json) -> None:
+    """Every model the server's repository holds, with its versions' states (loaded or not)."""
+    _print_states(server, as_json)
+
+
+def _print_states(server, as_json) -> None:
     with RepositoryAPI(server) as api:
         states = api.index()
     if as_json:
         click.echo(json.dumps([asdict(s) for s in states], indent=2))
         return
     for s in states:
-        click.echo(f"{s.name:24} {s.version or '-':>7}  {s.state:12} {s.reason}")
+        click.echo(f"{s.name:24} {s.version or '-':>7}  {s.state or 'NOT LOADED':12} {s.reason}")
+
+
+@main.command()
+@click.option("--server", required=True, help="gRPC URL of the server.")
+@click.option("--json", "as_json", is_flag=True)
+def status(server, as_json) -> None:
+    """Models, versions and their states on a running server."""
+    _print_states(server, as_json)

@@ -21,6 +21,7 @@ class Runtime(enum.Enum):
     ONNXRUNTIME = "onnxruntime_onnx"
     PYTHON_ONNXRUNTIME = "python-onnxruntime"  # an ONNX model run by onnxruntime inside the Python backend
     PYTORCH = "pytorch_libtorch"
+    PYTHON_TORCHSCRIPT = "python-torchscript"  # a TorchScript model run by torch inside the Python backend
     PYTHON = "python"
     ONEFLOW = "oneflow"
 
@@ -50,7 +51,13 @@ class Runtime(enum.Enum):
 
     @property
     def runs_on_cpu_only(self) -> bool:
-        return self in (Runtime.PYTHON, Runtime.PYTHON_ONNXRUNTIME)
+        return self in (Runtime.PYTHON, Runtime.PYTHON_ONNXRUNTIME, Runtime.PYTHON_TORCHSCRIPT)
+
+    @property
+    def runner(self) -> str | None:
+        """The shipped Python-backend model that runs this runtime's file, for the runtimes that need one."""
+        return {Runtime.PYTHON_ONNXRUNTIME: "onnxruntime_runner",
+                Runtime.PYTHON_TORCHSCRIPT: "torchscript_runner"}.get(self)
 
 
 def runtime_of(config: mc.ModelConfig) -> Runtime | None:
@@ -121,7 +128,7 @@ def build_config(name: str, runtime: Runtime, signature: Signature, options: Mod
         config.platform = runtime.platform
     else:
         config.backend = runtime.backend
-    if runtime is Runtime.PYTHON_ONNXRUNTIME:
+    if runtime.runner is not None:
         config.parameters[RUNTIME_PARAMETER].string_value = runtime.value
     for spec in signature.inputs:
         _tensor(config.input.add(), spec)

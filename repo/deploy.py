@@ -105,9 +105,11 @@ def _deploy_locked(folder: Path, name: str, artifact: Path, runtime, server, tim
         reach("deploy.staged")
         errors = [f for f in check_version_folder(folder, staging) if f.severity == "error"]
         if errors:
+            # The findings name the staging folder; the user knows the version by its number.
             raise DeployError(
-                f"{artifact.name} does not fit model '{name}': " + "; ".join(f.problem for f in errors),
-                hint=errors[0].fix,
+                f"{artifact} does not fit model '{name}': "
+                + "; ".join(f.problem.replace(staging.name, str(version)) for f in errors),
+                hint=errors[0].fix.replace(staging.name, str(version)),
             )
         if target.exists():  # only a hand-made folder can be there: the lock keeps other deploys out
             raise DeployError(f"{target} appeared while the deploy ran", hint="remove or rename it, then deploy again")
@@ -123,8 +125,8 @@ def _deploy_locked(folder: Path, name: str, artifact: Path, runtime, server, tim
     with RepositoryAPI(server) as api:
         reach_later("deploy.loading", 0.3)  # test hook: killed while the server loads the new version
         try:
-            api.load(name)
-            seconds = api.wait_ready(name, version, timeout_s)
+            seconds = api.load(name, timeout_s)  # the server answers once the load has ended
+            seconds += api.wait_ready(name, version, timeout_s)
         except RepoError as exc:
             _withdraw(target)
             _reload_quietly(api, name)

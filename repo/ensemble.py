@@ -42,6 +42,12 @@ class EnsembleSpec:
         if unknown:
             raise EnsembleError(f"ensemble spec has unknown keys: {', '.join(unknown)}",
                                 hint=f"use only {', '.join(sorted(known))}")
+        for index, step in enumerate(data.get("steps") or ()):
+            extra = sorted(set(step) - {"model", "inputs", "outputs", "version"}) if isinstance(step, Mapping) else []
+            if extra:
+                raise EnsembleError(f"step {index + 1} has unknown keys: {', '.join(extra)}",
+                                    hint="a step has model, inputs, outputs and version (stop_if_empty is for "
+                                         "edge-repo step bls)")
         try:
             steps = tuple(
                 EnsembleStep(
@@ -175,8 +181,15 @@ def build_ensemble_config(spec: EnsembleSpec, configs: Mapping[str, mc.ModelConf
             code="batch", hint=f"use at most {limit}; every step must batch for the ensemble to batch",
         )
     if max_batch == 0 and any(limits):
+        if spec.max_batch_size is None:
+            batching = [spec.steps[i].model for i in signatures if signatures[i].max_batch_size > 0]
+            still = [spec.steps[i].model for i in signatures if signatures[i].max_batch_size == 0]
+            raise EnsembleError(
+                f"ensemble '{spec.name}' mixes steps that batch ({', '.join(batching)}) and steps that do not "
+                f"({', '.join(still)})", code="batch", hint="place every step with a batch axis, or none")
         raise EnsembleError(f"ensemble '{spec.name}' does not batch while its steps do",
-                            code="batch", hint="leave max_batch_size unset, or make every step non-batching")
+                            code="batch", hint="drop max_batch_size: 0 from the spec, or make every step "
+                                               "non-batching")
 
     config = mc.ModelConfig(name=spec.name, platform="ensemble", max_batch_size=max_batch)
     for tensor, (_, t) in consumed.items():

@@ -59,10 +59,59 @@ def new_model_folder(repository: Path, name: str, *, hint: str) -> Iterator[Path
     target = repository / name
     if target.exists():
         raise ModelExistsError(f"model '{name}' already exists in {repository}", hint=hint)
+    created = not repository.exists()
     repository.mkdir(parents=True, exist_ok=True)
     from orinkit.repo.journal import start_journal
 
-    with building_directory(target, staging_parent=staging_area(repository)) as staging:
+    try:
+        with building_directory(target, staging_parent=staging_area(repository)) as staging:
+            yield staging
+            # From its first version on, a model's versions must be loaded by a server before they count as serving.
+            start_journal(staging)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                repository.rmdir()  # only if still empty: a repository this call started and did not fill
+        raise
+
+
+@contextlib.contextmanager
+def placing_together(repository: Path) -> Iterator[Path]:
+    """Yield a staging repository for several models that go into ``repository`` together: each model folder is
+    renamed into place only once all were built, and if a rename fails the ones already moved are moved back.
+    A name already in ``repository`` is refused before anything moves. Models may refer to each other (an
+    ensemble reads its steps' configs) because they are all in the staging repository while being built."""
+    repository = Path(repository)
+    created = not repository.exists()
+    repository.mkdir(parents=True, exist_ok=True)
+    parent = staging_area(repository)
+    parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
+    staging = Path(tempfile.mkdtemp(prefix=".together.", dir=parent))
+    moved: list[Path] = []
+    try:
         yield staging
-        # From its first version on, a model's versions must be loaded by a server before they count as serving.
-        start_journal(staging)
+        names = sorted(p.name for p in staging.iterdir() if p.is_dir())
+        clashes = [n for n in names if (repository / n).exists()]
+        if clashes:
+            raise ModelExistsError(f"models {', '.join(clashes)} already exist in {repository}",
+                                   hint="remove them, or place the set into another repository")
+        for name in names:
+            os.rename(staging / name, repository / name)
+            moved.append(repository / name)
+    except BaseException:
+        for path in reversed(moved):
+            with contextlib.suppress(OSError):
+                os.rename(path, staging / path.name)
+        if created:
+            with contextlib.suppress(OSError):
+                repository.rmdir()
+        raise
+    finally:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        if parent != repository:
+            with contextlib.suppress(OSError):
+                parent.rmdir()

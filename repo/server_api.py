@@ -40,8 +40,11 @@ class RepositoryAPI:
                 hint = "the server log says more"
             raise ServerAPIError(f"{what} on {self.url} failed: {message}", hint=hint) from exc
 
-    def load(self, name: str) -> None:
-        self._call(f"loading '{name}'", self._client.load_model, name, client_timeout=None)
+    def load(self, name: str, timeout_s: float | None = None) -> float:
+        """Load ``name`` (the server answers once the load has ended); the seconds it took."""
+        started = time.monotonic()
+        self._call(f"loading '{name}'", self._client.load_model, name, client_timeout=timeout_s)
+        return time.monotonic() - started
 
     def unload(self, name: str) -> None:
         self._call(f"unloading '{name}'", self._client.unload_model, name, client_timeout=self.timeout_s)
@@ -67,6 +70,15 @@ class RepositoryAPI:
                     hint="the server log says why it did not load",
                 )
             time.sleep(0.2)
+
+    def wait_unloaded(self, name: str, timeout_s: float) -> None:
+        """Until no version of ``name`` is READY or UNLOADING any more."""
+        deadline = time.monotonic() + timeout_s
+        while any(m.name == name and m.state in ("READY", "UNLOADING") for m in self.index()):
+            if time.monotonic() > deadline:
+                raise ServerAPIError(f"'{name}' was still loaded after {timeout_s:g} s",
+                                     hint="requests in flight keep it; the server log says more")
+            time.sleep(0.1)
 
     def close(self) -> None:
         self._client.close()

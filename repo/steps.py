@@ -39,7 +39,7 @@ class ImagePreprocess:
 
     width: int = 224
     height: int = 224
-    color_order: str = "RGB"  # channel order of the output; BGR is what cv2.imread gives
+    color_order: str = "RGB"  # channel order of the output; BGR is what cv2.imread gives; GRAY: one channel
     scale: float = 1 / 255
     mean: tuple[float, ...] = (0.0, 0.0, 0.0)
     std: tuple[float, ...] = (1.0, 1.0, 1.0)
@@ -54,12 +54,17 @@ class ImagePreprocess:
     size_name = "ORIGINAL_SIZE"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mean", _floats(self.mean, 3, "mean"))
-        object.__setattr__(self, "std", _floats(self.std, 3, "std"))
+        if self.color_order not in ("RGB", "BGR", "GRAY"):
+            raise SignatureError(f"color order '{self.color_order}' is unknown", hint="use RGB, BGR or GRAY")
+        channels = self.channels
+        if self.color_order == "GRAY" and len(tuple(self.mean)) == 3 and len(set(self.mean)) == 1:
+            object.__setattr__(self, "mean", tuple(self.mean)[:1])  # the RGB default (0,0,0) means 0 here
+        if self.color_order == "GRAY" and len(tuple(self.std)) == 3 and len(set(self.std)) == 1:
+            object.__setattr__(self, "std", tuple(self.std)[:1])
+        object.__setattr__(self, "mean", _floats(self.mean, channels, "mean"))
+        object.__setattr__(self, "std", _floats(self.std, channels, "std"))
         if self.width < 1 or self.height < 1:
             raise SignatureError(f"size {self.width}x{self.height} is empty", hint="give a positive width and height")
-        if self.color_order not in ("RGB", "BGR"):
-            raise SignatureError(f"color order '{self.color_order}' is unknown", hint="use RGB or BGR")
         if 0.0 in self.std:
             raise SignatureError("std holds a zero", hint="divide by a non-zero std per channel")
         if self.dtype not in ("FP32", "FP16"):
@@ -71,10 +76,14 @@ class ImagePreprocess:
         if self.max_image_bytes < 1 or self.max_pixels < 1:
             raise SignatureError("max_image_bytes and max_pixels must be positive", hint="e.g. 16 MiB, 25e6")
 
+    @property
+    def channels(self) -> int:
+        return 1 if self.color_order == "GRAY" else 3
+
     def signature(self, max_batch_size: int) -> Signature:
         return Signature(
             (TensorSpec(self.input_name, "BYTES", (1,)),),
-            (TensorSpec(self.output_name, self.dtype, (3, self.height, self.width)),
+            (TensorSpec(self.output_name, self.dtype, (self.channels, self.height, self.width)),
              TensorSpec(self.size_name, "INT32", (2,))),
             max_batch_size,
         )
@@ -97,6 +106,14 @@ class ImagePreprocess:
         return {}
 
 
+def label_lines(path: Path) -> list[str]:
+    """A labels file's labels: one per line, trailing empty lines not counted (as topk's model reads it)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
 @dataclass(frozen=True, kw_only=True)
 class TopK:
     """Softmax (optional) and the k best classes, best first; ties go to the lower class id."""
@@ -117,6 +134,11 @@ class TopK:
             raise SignatureError(f"k {self.k} exceeds {self.num_classes} classes", hint="lower k")
         if self.labels is not None and not Path(self.labels).is_file():
             raise SignatureError(f"labels file {self.labels} does not exist", hint="check the path")
+        if self.labels is not None and self.num_classes != -1:
+            count = len(label_lines(Path(self.labels)))
+            if count != self.num_classes:
+                raise SignatureError(f"{self.labels} has {count} labels for {self.num_classes} classes",
+                                     hint="give one label per class, in class-id order")
         if self.logits_dtype not in ("FP32", "FP16"):
             raise SignatureError(f"logits dtype '{self.logits_dtype}' is not FP32 or FP16", hint="use FP32 or FP16")
 

@@ -18,6 +18,7 @@ from orinkit.server.errors import (
     ServerStartError,
     TritonNotFoundError,
 )
+from orinkit.server.local import start_on_free_ports
 from orinkit.server.locate import Layout, TritonInstall, locate_tritonserver
 from orinkit.server.process import TritonProcess, live_group_members
 
@@ -31,6 +32,7 @@ __all__ = [
     "build_command",
     "TritonProcess",
     "live_group_members",
+    "start_on_free_ports",
     "ServerError",
     "TritonNotFoundError",
     "PythonStubNotFoundError",

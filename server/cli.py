@@ -10,7 +10,7 @@ import click
 
 from orinkit.core.cli import OrinkitGroup
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
-from orinkit.server.errors import RepositoryNotFoundError
+from orinkit.server.errors import InvalidServerOptionError, RepositoryCheckError, RepositoryNotFoundError
 from orinkit.server.health import server_metadata
 from orinkit.server.locate import HOME_ENV, locate_tritonserver
 from orinkit.server.process import TritonProcess
@@ -22,8 +22,9 @@ class _Interrupted(Exception):
 
 def _server_options(func):
     decorators = [
-        click.option("--repository", "-r", required=True, type=click.Path(path_type=Path),
-                     help="Model repository folder (one subfolder per model)."),
+        click.argument("repository_arg", metavar="[REPOSITORY]", required=False, type=click.Path(path_type=Path)),
+        click.option("--repository", "-r", default=None, type=click.Path(path_type=Path),
+                     help="Model repository folder (one subfolder per model); or give it as the argument."),
         click.option("--triton-home", type=click.Path(path_type=Path), default=None,
                      help=f"Triton release folder (bin/, lib/, backends/); default ${HOME_ENV}, "
                           "/opt/tritonserver, then the server bundled in nvidia-pytriton."),
@@ -46,15 +47,24 @@ def _server_options(func):
                      help="The CA that signs client certificates (with --grpc-tls-verify-client)."),
         click.option("--grpc-tls-verify-client", is_flag=True,
                      help="Accept only clients presenting a certificate signed by --grpc-tls-root-cert."),
+        click.option("--server-arg", "extra_args", multiple=True,
+                     help="Another tritonserver flag, passed as it is (repeatable), e.g. --server-arg "
+                          "--model-load-thread-count=2. Flags orinkit sets from its own options are refused."),
     ]
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
 
 
-def _command(triton_home, *, backend_cache=None, assemble_backends=True, **options):
+def _command(triton_home, *, repository_arg=None, backend_cache=None, assemble_backends=True, **options):
+    given, option = repository_arg, options.pop("repository", None)
+    if given is not None and option is not None and Path(given) != Path(option):
+        raise InvalidServerOptionError(f"two repositories given: {given} and --repository {option}",
+                                       hint="give one of them")
+    if given is None and option is None:
+        raise InvalidServerOptionError("no model repository given", hint="edge-serve run MODELS (or --repository)")
     install = locate_tritonserver(triton_home)
-    return build_command(install, ServerOptions(**options), backend_cache=backend_cache,
+    return build_command(install, ServerOptions(repository=given or option, **options), backend_cache=backend_cache,
                          assemble_backends=assemble_backends)
 
 
@@ -80,13 +90,16 @@ def command(triton_home, **options) -> None:
               help="Seconds to wait for every model to load before giving up.")
 @click.option("--log-file", type=click.Path(path_type=Path), default=None,
               help="Write the server's log here instead of to standard error.")
-def run(triton_home, ready_timeout, log_file, **options) -> None:
+@click.option("--no-check", is_flag=True, help="Start without edge-repo check's judgement of the repository.")
+def run(triton_home, ready_timeout, log_file, no_check, **options) -> None:
     """Start tritonserver in the foreground; Ctrl-C or SIGTERM stops it and everything it started."""
     cmd = _command(triton_home, **options)
     process = TritonProcess(cmd, log=log_file or sys.stderr)
     process.preflight()
     for line in prepare_start(cmd.options.repository):
         click.echo(line, err=True)
+    if not no_check:
+        check_before_start(cmd)
 
     def interrupt(signum, frame):
         raise _Interrupted(signal.Signals(signum).name)
@@ -115,6 +128,25 @@ def run(triton_home, ready_timeout, log_file, **options) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     click.echo("tritonserver stopped", err=True)
+
+
+def check_before_start(cmd) -> None:
+    """edge-repo check with this server's backends and Python: every model the server would refuse, named at
+    once, instead of the first failure after the server tried."""
+    from orinkit.repo.check import check_repository
+
+    python = Path(sys.prefix) / "bin" / "python3"
+    findings = check_repository(cmd.options.repository, backend_directory=cmd.backend_directory,
+                                python=str(python) if python.exists() else sys.executable)
+    errors = [f for f in findings if f.severity == "error"]
+    if cmd.options.load_models:
+        errors = [f for f in errors if f.model in cmd.options.load_models or f.model == "-"]
+    if errors:
+        for finding in errors:
+            click.echo(str(finding), err=True)
+        models = sorted({f.model for f in errors})
+        raise RepositoryCheckError(f"{len(models)} model(s) would fail to load: {', '.join(models)}",
+                                   hint="fix what is listed above, or start anyway with --no-check")
 
 
 def _uid(user: str) -> int | None:
@@ -209,6 +241,9 @@ def check_plans(repository) -> None:
     from orinkit.convert.errors import StaleEngineError
     from orinkit.convert.verify import verify_engine
 
+    if not Path(repository).is_dir():
+        raise RepositoryNotFoundError(f"model repository '{repository}' does not exist",
+                                      hint="pass --repository with the folder the server serves")
     plans = sorted(Path(repository).glob("*/*/model.plan"))
     stale = []
     for plan in plans:
@@ -260,6 +295,10 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
 
     if options["model_control_mode"] == "none":
         options["model_control_mode"] = "explicit"
+    if options.get("repository_arg") and not options.get("repository"):
+        options["repository"], options["repository_arg"] = options["repository_arg"], None
+    if not options.get("repository"):
+        raise InvalidServerOptionError("no model repository given", hint="edge-serve install MODELS (or --repository)")
     repository = Path(options["repository"])
     if options["model_control_mode"] == "explicit" and not options["load_models"]:
         options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()

@@ -15,6 +15,16 @@ from orinkit.server.errors import InvalidServerOptionError, RepositoryNotFoundEr
 from orinkit.server.locate import TritonInstall
 
 CONTROL_MODES = ("none", "poll", "explicit")
+# tritonserver flags orinkit writes itself: passing them again would contradict (or silently override) an option.
+MANAGED_FLAGS = {
+    "--model-repository": "--repository", "--model-store": "--repository", "--backend-directory": "--triton-home",
+    "--http-address": "--address", "--grpc-address": "--address", "--metrics-address": "--address",
+    "--http-port": "--http-port", "--grpc-port": "--grpc-port", "--metrics-port": "--metrics-port",
+    "--model-control-mode": "--model-control-mode", "--load-model": "--load-model",
+    "--exit-timeout-secs": "--exit-timeout", "--log-verbose": "--log-verbose", "--grpc-use-ssl": "--grpc-tls-cert",
+    "--grpc-server-cert": "--grpc-tls-cert", "--grpc-server-key": "--grpc-tls-key",
+    "--grpc-root-cert": "--grpc-tls-root-cert", "--grpc-use-ssl-mutual": "--grpc-tls-verify-client",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +57,16 @@ class ServerOptions:
         self._check_tls()
         object.__setattr__(self, "load_models", tuple(self.load_models))
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
+        for arg in self.extra_args:
+            flag = arg.split("=", 1)[0]
+            if flag in MANAGED_FLAGS:
+                raise InvalidServerOptionError(
+                    f"the server argument {flag} is set by orinkit from its own option",
+                    hint=f"use {MANAGED_FLAGS[flag]} instead of --server-arg {arg}")
+            if not flag.startswith("--"):
+                raise InvalidServerOptionError(f"the server argument '{arg}' is not a --flag",
+                                               hint="write it as tritonserver takes it, e.g. --server-arg "
+                                                    "--model-load-thread-count=2")
         ports = {"http_port": self.http_port, "grpc_port": self.grpc_port, "metrics_port": self.metrics_port}
         for name, port in ports.items():
             if not isinstance(port, int) or not 1 <= port <= 65535:
@@ -103,6 +123,12 @@ class ServerOptions:
                 f"model repository '{self.repository}' does not exist or is not a folder",
                 hint="pass --repository with the folder that holds one subfolder per model",
             )
+        unknown = [name for name in self.load_models if not (self.repository / name).is_dir()]
+        if unknown:
+            present = sorted(p.name for p in self.repository.iterdir() if p.is_dir() and not p.name.startswith("."))
+            raise InvalidServerOptionError(
+                f"--load-model names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} not in "
+                f"{self.repository}", hint=f"the repository holds {', '.join(present) or 'no model'}")
 
 
 @dataclass(frozen=True)

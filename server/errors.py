@@ -6,7 +6,8 @@
     ├── TritonNotFoundError        no usable tritonserver installation (exit 3)
     │   └── PythonStubNotFoundError  the bundled server has no Python-backend stub for this Python (exit 3)
     ├── InvalidServerOptionError   an option value that cannot work (exit 4)
-    │   └── RepositoryNotFoundError  the model repository folder is missing (exit 4)
+    │   ├── RepositoryNotFoundError  the model repository folder is missing (exit 4)
+    │   └── RepositoryCheckError     models the server would refuse, found before it starts (exit 4)
     ├── PortInUseError             a port the server needs is taken (exit 5)
     └── ServerStartError           the server exited or did not become ready while starting (exit 6)
         └── ServerExitedError      a running server exited on its own (exit 6)
@@ -40,6 +41,10 @@ class InvalidServerOptionError(ServerError):
 
 
 class RepositoryNotFoundError(InvalidServerOptionError):
+    pass
+
+
+class RepositoryCheckError(InvalidServerOptionError):
     pass
 
 

@@ -197,9 +197,11 @@ class TritonProcess:
             )
         errors = [m.group(1) for m in map(_ERROR_LINE.match, tail.splitlines()) if m]
         causes = [e for e in errors if not any(noise in e for noise in _NOISE)]
-        # A model that failed to load is named on its "failed to load" line; prefer that one.
-        causes.sort(key=lambda e: not e.startswith("failed to load"))
-        if causes:
+        # Every model that failed to load has its own "failed to load" line: name them all, not the first.
+        failed = list(dict.fromkeys(e.split(_ESCAPED_NEWLINE)[0] for e in causes if e.startswith("failed to load")))
+        if failed:
+            message = f"{message}: {len(failed)} model(s) failed to load: " + "; ".join(failed)
+        elif causes:
             message = f"{message}: {causes[0].split(_ESCAPED_NEWLINE)[0]}"
         return ServerStartError(
             message, log_tail=tail, hint=hint or "the server log above says which model or option failed"

@@ -59,5 +59,6 @@ def build_everything(repository: Path, work: Path) -> Path:
     add_model(repository, stand_in_plan(work))
     script = work / "affine.pt"
     torch.jit.save(torch.jit.script(Affine(3.0)), str(script))
-    add_model(repository, script, inputs=[TensorSpec("x", "FP32", (4,))], options=ModelOptions(max_batch_size=4))
+    add_model(repository, script, runtime="pytorch_libtorch", inputs=[TensorSpec("input__0", "FP32", (4,))],
+              options=ModelOptions(max_batch_size=4))
     return repository

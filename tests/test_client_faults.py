@@ -95,9 +95,8 @@ def tls(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tls_server(repository, tls, tmp_path_factory):
-    flags = ("--grpc-use-ssl=true", f"--grpc-server-cert={tls['cert']}", f"--grpc-server-key={tls['key']}",
-             f"--grpc-root-cert={tls['ca']}")
-    server = start_on_free_ports(repository, tmp_path_factory.mktemp("tls-log") / "log", extra_args=flags)
+    server = start_on_free_ports(repository, tmp_path_factory.mktemp("tls-log") / "log", grpc_tls_cert=tls["cert"],
+                                 grpc_tls_key=tls["key"], grpc_tls_root_cert=tls["ca"])
     yield server
     server.stop()
 

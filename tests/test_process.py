@@ -50,7 +50,8 @@ def test_a_model_that_fails_to_load_names_its_error_and_leaves_nothing(tmp_path)
     server = TritonProcess(_command(DATA / "broken_repository"), log=tmp_path / "log")
     with pytest.raises(ServerStartError) as info:
         server.start()
-    assert "exited with code 1 while starting: failed to load 'crashes_on_load'" in str(info.value)
+    assert "exited with code 1 while starting: 1 model(s) failed to load: failed to load 'crashes_on_load'" in str(
+        info.value)
     assert "weights file is corrupt" in info.value.log_tail
     assert info.value.exit_code == 6
     assert live_group_members(server.pid) == []

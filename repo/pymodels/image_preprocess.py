@@ -42,7 +42,7 @@ _DEFAULTS = {
 class Options:
     width: int = 224
     height: int = 224
-    color_order: str = "RGB"  # channel order of the output; "BGR" matches what cv2.imread gives
+    color_order: str = "RGB"  # channel order of the output; "BGR" matches what cv2.imread gives; "GRAY": one
     scale: float = 1 / 255
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)  # per output channel, in output channel order
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
@@ -76,12 +76,14 @@ def _finite_float(key: str, text: str) -> float:
     return value
 
 
-def _triple(key: str, text: str) -> tuple[float, float, float]:
+def _per_channel(key: str, text: str, channels: int) -> tuple[float, ...]:
     parts = text.split(",")
-    if len(parts) != 3:
-        raise ValueError(f"parameter {key!r} needs 3 comma-separated numbers (one per channel), got {text!r}")
-    a, b, c = (_finite_float(key, part) for part in parts)
-    return a, b, c
+    if len(parts) == 3 and channels == 1 and len(set(p.strip() for p in parts)) == 1:
+        parts = parts[:1]  # the RGB default written for a gray image
+    if len(parts) != channels:
+        raise ValueError(f"parameter {key!r} needs {channels} comma-separated number(s) (one per channel), "
+                         f"got {text!r}")
+    return tuple(_finite_float(key, part) for part in parts)
 
 
 def _choice(key: str, text: str, choices) -> str:
@@ -101,15 +103,17 @@ def options_from_parameters(parameters: dict) -> Options:
     for key in _DEFAULTS:
         if key in parameters:
             text[key] = str(parameters[key].get("string_value", ""))
-    std = _triple("std", text["std"])
+    color_order = _choice("color_order", text["color_order"].upper(), {"RGB", "BGR", "GRAY"})
+    channels = 1 if color_order == "GRAY" else 3
+    std = _per_channel("std", text["std"], channels)
     if 0.0 in std:
         raise ValueError(f"parameter 'std' must not contain 0, got {text['std']!r}")
     return Options(
         width=_positive_int("width", text["width"]),
         height=_positive_int("height", text["height"]),
-        color_order=_choice("color_order", text["color_order"].upper(), {"RGB", "BGR"}),
+        color_order=color_order,
         scale=_finite_float("scale", text["scale"]),
-        mean=_triple("mean", text["mean"]),
+        mean=_per_channel("mean", text["mean"], channels),
         std=std,
         dtype=_choice("dtype", text["dtype"].upper(), _DTYPES.keys()),
         interpolation=_choice("interpolation", text["interpolation"].lower(), _FILTERS.keys()),
@@ -130,7 +134,7 @@ def _decode(data: bytes, options: Options) -> Image.Image:
                 raise BadImageError(f"the image is {image.width}x{image.height} ({pixels / 1e6:.0f} megapixels), "
                                     f"above the step's limit of {options.max_pixels / 1e6:g} (parameter max_pixels)")
             # convert() forces the full decode here, so truncated files fail inside this try.
-            return image.convert("RGB")
+            return image.convert("L" if options.color_order == "GRAY" else "RGB")
     except BadImageError:
         raise
     except Image.DecompressionBombError:
@@ -152,6 +156,8 @@ def preprocess(data: bytes, options: Options) -> tuple[np.ndarray, tuple[int, in
     # may see slightly different pixels.
     resized = image.resize((options.width, options.height), resample=_FILTERS[options.interpolation])
     pixels = np.asarray(resized, dtype=np.float32)
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]
     if options.color_order == "BGR":
         pixels = pixels[:, :, ::-1]
     mean = np.asarray(options.mean, dtype=np.float32)
@@ -166,7 +172,8 @@ def preprocess_batch(images: np.ndarray, options: Options) -> tuple[np.ndarray, 
     images = np.asarray(images, dtype=object)
     if images.ndim != 2 or images.shape[1] != 1:
         raise ValueError(f"IMAGE must have shape [batch, 1], got {list(images.shape)}")
-    tensor = np.empty((images.shape[0], 3, options.height, options.width), dtype=_DTYPES[options.dtype])
+    channels = 1 if options.color_order == "GRAY" else 3
+    tensor = np.empty((images.shape[0], channels, options.height, options.width), dtype=_DTYPES[options.dtype])
     sizes = np.empty((images.shape[0], 2), dtype=np.int32)
     for index, item in enumerate(images[:, 0]):
         if not isinstance(item, (bytes, bytearray, np.bytes_)):
