@@ -9,13 +9,16 @@ INSTALLED := $(VENV)/.orinkit-installed
 # downloading several GB.
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 
-.PHONY: demo test
+.PHONY: demo test lint
 
 demo: $(INSTALLED)
 	$(PY) -m orinkit.lanes.demo $(ARGS)
 
 test: $(INSTALLED)
 	$(PY) -m pytest $(ARGS)
+
+lint: $(INSTALLED)
+	$(VENV)/bin/ruff check .
 
 $(PY):
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "orinkit needs Python 3.10 or newer")'

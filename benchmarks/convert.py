@@ -33,14 +33,15 @@ def main() -> int:
     if args.model == "lane":
         from orinkit.lanes.model import build_lane_model
 
-        model, name, shape, output = build_lane_model("resnet18", random_weights=True), "image", (3, 360, 640), "proposals"
+        model = build_lane_model("resnet18", random_weights=True)
+        name, shape, output = "image", (3, 360, 640), "proposals"
     else:
         model, name, shape, output = torchvision.models.resnet18(weights=None).eval(), "input", (3, 224, 224), "logits"
     options = ConvertOptions(samples=args.samples, min_shapes={name: (1, *shape)}, opt_shapes={name: (1, *shape)},
                              max_shapes={name: (args.batch, *shape)})
     runs: dict[str, list[float]] = {}
     totals = []
-    for index in range(args.repeat):
+    for _ in range(args.repeat):
         with tempfile.TemporaryDirectory() as work:
             started = time.perf_counter()
             result = convert_torch(model, [torch.rand(1, *shape)], Path(work) / "model.edge", options,

@@ -37,14 +37,22 @@ from client_fixtures import build_client_repository  # noqa: E402
 
 from orinkit.client import Client  # noqa: E402
 from orinkit.repo.add import add_model  # noqa: E402
-from orinkit.repo.journal import read_journal  # noqa: E402
+from orinkit.repo.journal import (  # noqa: E402
+    prepare_start,
+    read_journal,  # noqa: E402
+    record_loaded,
+)
 from orinkit.repo.layout import version_folders  # noqa: E402
 from orinkit.repo.steps import ImagePreprocess, add_step  # noqa: E402
-from orinkit.server import ServerOptions, TritonProcess, build_command, live_group_members  # noqa: E402
-from orinkit.server import locate_tritonserver  # noqa: E402
-from orinkit.server.cli import prepare_start, record_loaded  # noqa: E402
-from orinkit.server.ports import free_ports  # noqa: E402
+from orinkit.server import (  # noqa: E402
+    ServerOptions,
+    TritonProcess,
+    build_command,
+    live_group_members,
+    locate_tritonserver,  # noqa: E402
+)
 from orinkit.server.local import start_on_free_ports  # noqa: E402
+from orinkit.server.ports import free_ports  # noqa: E402
 
 BIN = Path(sys.executable).parent
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -99,7 +107,6 @@ def restart_under_load(work: Path, threads: int, shared_memory) -> dict:
 
 def killed_deploys(work: Path, trials: int) -> dict:
     import torch
-
     from torch_models import Affine, export
 
     good = export(Affine(1.0), torch.randn(1, 4), work / "affine1.onnx")
@@ -144,7 +151,6 @@ def killed_deploys(work: Path, trials: int) -> dict:
 
 def racing_deploys(work: Path, trials: int) -> dict:
     import torch
-
     from torch_models import Affine, export
 
     artifacts = [export(Affine(float(s)), torch.randn(1, 4), work / f"race{s}.onnx") for s in (1, 2, 3)]

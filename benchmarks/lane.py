@@ -29,12 +29,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_lane_postprocess import ref_postprocess  # noqa: E402
 
+from orinkit.core.stats import percentile  # noqa: E402
 from orinkit.lanes.client import LaneDetector  # noqa: E402
-from orinkit.lanes.synth import render_road  # noqa: E402
 from orinkit.lanes.export import export_lane_onnx  # noqa: E402
 from orinkit.lanes.model import build_lane_model, show_random_lanes  # noqa: E402
 from orinkit.lanes.postprocess import PostprocessOptions, postprocess  # noqa: E402
 from orinkit.lanes.repository import build_lane_repository  # noqa: E402
+from orinkit.lanes.synth import render_road  # noqa: E402
 from orinkit.server.local import start_on_free_ports  # noqa: E402
 
 
@@ -49,11 +50,12 @@ def _median_ms(fn, repeat: int) -> float:
 
 def postprocessing(proposals: np.ndarray, repeat: int) -> None:
     options = PostprocessOptions(conf_threshold=0.5, nms_threshold=50.0, top_k=4)
-    print(f"1. post-processing one frame of {len(proposals)} proposals ({int((proposals[:, 1] > proposals[:, 0]).sum())}"
+    above = int((proposals[:, 1] > proposals[:, 0]).sum())
+    print(f"1. post-processing one frame of {len(proposals)} proposals ({above}"
           " above 0.5), median of repeated runs:")
     for label, p in (("model output", proposals), ("every proposal a candidate", _all_candidates(proposals))):
-        ours = _median_ms(lambda: postprocess(p, (720, 1280), options), repeat)
-        loop = _median_ms(lambda: ref_postprocess(p, 0.5, 50.0, 4), max(5, repeat // 20))
+        ours = _median_ms(lambda p=p: postprocess(p, (720, 1280), options), repeat)
+        loop = _median_ms(lambda p=p: ref_postprocess(p, 0.5, 50.0, 4), max(5, repeat // 20))
         print(f"   {label:28} orinkit {ours:8.3f} ms   loop {loop:9.3f} ms   ratio loop/orinkit {loop / ours:6.1f}")
 
 
@@ -81,8 +83,8 @@ def serving(url: str, frames: int) -> None:
             fps = frames / (time.perf_counter() - started)
             if latencies:
                 ordered = sorted(latencies)
-                print(f"   concurrency 1: {fps:6.1f} frames/s, latency p50 {np.percentile(ordered, 50):.1f} ms, "
-                      f"p90 {np.percentile(ordered, 90):.1f} ms, p99 {np.percentile(ordered, 99):.1f} ms")
+                print(f"   concurrency 1: {fps:6.1f} frames/s, latency p50 {percentile(ordered, 50):.1f} ms, "
+                      f"p90 {percentile(ordered, 90):.1f} ms, p99 {percentile(ordered, 99):.1f} ms")
             else:
                 print(f"   concurrency {concurrency}: {fps:6.1f} frames/s")
 

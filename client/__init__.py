@@ -19,6 +19,7 @@ from orinkit.client.errors import (
 
 __all__ = [
     "Client", "Retry", "ClientError", "ServerUnavailableError", "DeadlineExceededError", "ModelNotFoundError",
-    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError", "SharedMemoryRegionLostError",
+    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError",
+    "SharedMemoryRegionLostError",
     "ClientClosedError",
 ]

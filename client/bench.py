@@ -12,6 +12,7 @@ import numpy as np
 from orinkit.client.client import Client
 from orinkit.client.errors import BenchError, InvalidInputError
 from orinkit.client.model import ModelInfo
+from orinkit.core.stats import percentile
 
 
 @dataclass(frozen=True)
@@ -28,10 +29,8 @@ class LevelResult:
     first_error: str | None = None  # what the first failed request was told
 
 
-def percentile(sorted_ms: Sequence[float], q: float) -> float | None:
-    if not sorted_ms:
-        return None
-    return float(np.percentile(np.asarray(sorted_ms), q))
+def _percentile(sorted_ms: Sequence[float], q: float) -> float | None:
+    return percentile(sorted_ms, q) if sorted_ms else None
 
 
 def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int, duration_s: float | None = None,
@@ -82,8 +81,8 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
     seconds = time.perf_counter() - started
     ordered = sorted(latencies)
     return LevelResult(concurrency, len(ordered), errors[0], round(seconds, 3), len(ordered) / seconds,
-                       percentile(ordered, 50), percentile(ordered, 90), percentile(ordered, 95),
-                       percentile(ordered, 99), first_error[0] if first_error else None)
+                       _percentile(ordered, 50), _percentile(ordered, 90), _percentile(ordered, 95),
+                       _percentile(ordered, 99), first_error[0] if first_error else None)
 
 
 def random_inputs(info: ModelInfo, *, seed: int = 0, payload: bytes | None = None) -> dict[str, np.ndarray]:
@@ -92,7 +91,7 @@ def random_inputs(info: ModelInfo, *, seed: int = 0, payload: bytes | None = Non
     so without one they are refused."""
     rng = np.random.default_rng(seed)
     arrays = {}
-    byte_inputs = [t.name for t in info.inputs if t.datatype == "BYTES"]
+    byte_inputs = [t.name for t in info.inputs if t.dtype == "BYTES"]
     if byte_inputs and payload is None:
         raise InvalidInputError(
             f"'{info.name}' takes BYTES ({', '.join(byte_inputs)}): random bytes would only measure failures",
@@ -101,9 +100,9 @@ def random_inputs(info: ModelInfo, *, seed: int = 0, payload: bytes | None = Non
         shape = tuple(d if d > 0 else 1 for d in tensor.dims)
         if info.max_batch_size > 0:
             shape = (1, *shape)
-        if tensor.datatype == "BYTES":
+        if tensor.dtype == "BYTES":
             arrays[tensor.name] = np.full(shape, payload, dtype=np.object_)
-        elif tensor.datatype == "BOOL":
+        elif tensor.dtype == "BOOL":
             arrays[tensor.name] = rng.integers(0, 2, shape).astype(bool)
         elif np.issubdtype(tensor.numpy_dtype, np.integer):
             arrays[tensor.name] = rng.integers(0, 100, shape).astype(tensor.numpy_dtype)
@@ -117,7 +116,7 @@ def orinkit_call(url: str, model: str, inputs: Mapping[str, np.ndarray], *, shar
     def make():
         client = Client(url, model, shared_memory=shared_memory)
         clients.append(client)
-        client.inputs  # connect and read the model before timing starts
+        _ = client.inputs  # connect and read the model before timing starts
         return lambda: client(**inputs)
     return make
 
@@ -127,7 +126,7 @@ def tritonclient_call(url: str, model: str, inputs: Mapping[str, np.ndarray], in
     """The baseline: what users write with tritonclient directly (inputs built per call, outputs as numpy)."""
     import tritonclient.grpc as grpcclient
 
-    datatypes = {t.name: t.datatype for t in info.inputs}
+    datatypes = {t.name: t.dtype for t in info.inputs}
     names = [t.name for t in info.outputs]
 
     def make():
@@ -174,7 +173,7 @@ def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: f
     for level in levels:
         clients: list = []
         try:
-            ours, power = _measured_power(power_sampler, lambda: run_load(
+            ours, power = _measured_power(power_sampler, lambda clients=clients, level=level: run_load(
                 orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
                 concurrency=level, duration_s=duration_s, requests=requests))
             base = run_load(tritonclient_call(url, model, inputs, info, clients), concurrency=level,

@@ -58,9 +58,10 @@ class Client:
     """A gRPC client for one model on a Triton server.
 
     ``client(*arrays, **named)`` sends positional inputs in the model config's order, or by name; dtypes and
-    shapes are checked first (safe casts such as float64 → FP32 are made, unsafe ones refused). A model that
-    batches gets a single sample's batch axis added and removed. One output comes back as an array, several as a
-    dict by name; ``outputs=`` selects some.
+    shapes are checked first (safe casts such as float64 → FP32 are made, unsafe ones refused). For a model that
+    batches, ``infer_sample`` adds and removes the batch axis, ``infer_batch`` takes it as given, and
+    ``__call__`` reads which from the shapes, refusing a shape that fits both. One output comes back as an array,
+    several as a dict by name; ``outputs=`` selects some.
 
     Thread safety: ``__call__``, ``submit`` and ``map`` may be called from several threads at once (with
     ``shared_memory="system"`` calls through the one region pair take turns). ``close`` is for one thread, after
@@ -223,9 +224,23 @@ class Client:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
+        """Run inference on one sample or a batch, read from the shapes; a shape that reads both ways (a model
+        whose per-sample dims start with -1) raises InvalidInputError: use ``infer_sample`` or ``infer_batch``."""
+        return self._run(arrays, named, outputs, "auto")
+
+    def infer_sample(self, *arrays, outputs: Sequence[str] | None = None, **named):
+        """Run inference on one sample (no batch axis); results come back without a batch axis."""
+        return self._run(arrays, named, outputs, "sample")
+
+    def infer_batch(self, *arrays, outputs: Sequence[str] | None = None, **named):
+        """Run inference on a batch (leading axis, 1 to the model's max_batch_size); results keep the batch axis.
+        A model that does not batch refuses it."""
+        return self._run(arrays, named, outputs, "batch")
+
+    def _run(self, arrays: Sequence, named: dict, outputs: Sequence[str] | None, form: str):
         deadline = self._deadline()
         info = self.info
-        prepared, single = prepare_inputs(info, arrays, named)
+        prepared, single = prepare_inputs(info, arrays, named, form)
         self._check_size(prepared)
         wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
         unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
@@ -260,7 +275,7 @@ class Client:
         grpc_inputs = {}
         for tensor in info.inputs:
             array = prepared[tensor.name]
-            grpc_inputs[tensor.name] = grpcclient.InferInput(tensor.name, list(array.shape), tensor.datatype)
+            grpc_inputs[tensor.name] = grpcclient.InferInput(tensor.name, list(array.shape), tensor.dtype)
         shm = self._shm
         if shm is not None:
             shm.bind_inputs(prepared, grpc_inputs)
@@ -321,10 +336,10 @@ class Client:
         def one(sample):
             worker = self._worker()
             if isinstance(sample, dict):
-                return worker(outputs=outputs, **sample)
+                return worker.infer_sample(outputs=outputs, **sample)
             if isinstance(sample, tuple):
-                return worker(*sample, outputs=outputs)
-            return worker(sample, outputs=outputs)
+                return worker.infer_sample(*sample, outputs=outputs)
+            return worker.infer_sample(sample, outputs=outputs)
 
         pending: list[Future] = []
         iterator = iter(samples)

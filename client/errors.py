@@ -20,7 +20,7 @@ server forgot and a model it does not know are both NOT_FOUND).
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_SERVER, OrinkitError
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_SERVER, OrinkitError
 
 
 class ClientError(OrinkitError):
@@ -75,7 +75,7 @@ class BenchError(ClientError):
 
 
 class ClientClosedError(ClientError):
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
 
 def _unavailable(url, model, message):

@@ -8,52 +8,41 @@ from dataclasses import dataclass
 import numpy as np
 
 from orinkit.client.errors import InvalidInputError
-from orinkit.repo.dtypes import dtype
-
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    datatype: str  # Triton protocol name: FP32, INT64, BYTES, ...
-    dims: tuple[int, ...]  # without the batch axis when the model batches; -1 for dynamic sizes
-
-    @property
-    def numpy_dtype(self):
-        return np.dtype(dtype(self.datatype).numpy).type
+from orinkit.formats.tensors import TensorSpec, dims_fit
 
 
 @dataclass(frozen=True)
 class ModelInfo:
     name: str
     version: str
-    inputs: tuple[Tensor, ...]
-    outputs: tuple[Tensor, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
     max_batch_size: int
 
     @classmethod
     def from_config(cls, config: Mapping, version: str | None) -> ModelInfo:
-        def tensors(entries) -> tuple[Tensor, ...]:
+        def tensors(entries) -> tuple[TensorSpec, ...]:
             result = []
             for entry in entries:
                 kind = entry["data_type"].removeprefix("TYPE_")
                 dims = tuple(int(d) for d in entry.get("dims", ()))
                 if "reshape" in entry and not entry["reshape"].get("shape"):
                     dims = ()
-                result.append(Tensor(entry["name"], "BYTES" if kind == "STRING" else kind, dims))
+                result.append(TensorSpec(entry["name"], "BYTES" if kind == "STRING" else kind, dims))
             return tuple(result)
 
         return cls(config["name"], version or "", tensors(config.get("input", ())),
                    tensors(config.get("output", ())), int(config.get("max_batch_size", 0)))
 
-    def input(self, name: str) -> Tensor | None:
+    def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)
 
 
-def _cast(array: np.ndarray, tensor: Tensor) -> np.ndarray:
+def _cast(array: np.ndarray, tensor: TensorSpec) -> np.ndarray:
     """``array`` in the tensor's dtype when no value can change on the way; InvalidInputError otherwise."""
     target = np.dtype(tensor.numpy_dtype)
     source = array.dtype
-    if tensor.datatype == "BYTES":
+    if tensor.dtype == "BYTES":
         if source.kind in "SUO":
             return array.astype(np.object_) if source.kind != "O" else array
         raise InvalidInputError(f"input '{tensor.name}' takes BYTES, got {source}", expected="BYTES",
@@ -68,8 +57,8 @@ def _cast(array: np.ndarray, tensor: Tensor) -> np.ndarray:
     )
     if not allowed:
         raise InvalidInputError(
-            f"input '{tensor.name}' takes {tensor.datatype} ({target}), got {source}, which would not cast "
-            "safely", expected=tensor.datatype, given=str(source), hint=f"pass {target} data",
+            f"input '{tensor.name}' takes {tensor.dtype} ({target}), got {source}, which would not cast "
+            "safely", expected=tensor.dtype, given=str(source), hint=f"pass {target} data",
         )
     return array.astype(target)
 
@@ -81,12 +70,23 @@ def _fits(array: np.ndarray, target: np.dtype) -> bool:
     return bool(array.min() >= limits.min and array.max() <= limits.max)
 
 
-def _dims_match(dims: Sequence[int], shape: Sequence[int]) -> bool:
-    return len(dims) == len(shape) and all(d in (-1, s) for d, s in zip(dims, shape))
+FORMS = ("auto", "sample", "batch")
 
 
-def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping) -> tuple[dict[str, np.ndarray], bool]:
-    """Map positional (config order) and named inputs, cast and check them; True when a batch axis was added."""
+def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping,
+                   form: str = "auto") -> tuple[dict[str, np.ndarray], bool]:
+    """Map positional (config order) and named inputs, cast and check them; True when a batch axis was added.
+
+    ``form`` says what the arrays are for a model that batches: ``"sample"`` (one sample: the batch axis is
+    added), ``"batch"`` (the leading axis is the batch) or ``"auto"`` (read from the shape, refused where both
+    readings fit).
+    """
+    if form not in FORMS:
+        raise InvalidInputError(f"form '{form}' is not one of {', '.join(FORMS)}", hint="use infer_sample or "
+                                "infer_batch")
+    if form == "batch" and info.max_batch_size == 0:
+        raise InvalidInputError(f"'{info.name}' does not batch (max_batch_size 0), so it takes no batch axis",
+                                hint="send one request per sample with infer_sample")
     if len(arrays) > len(info.inputs):
         raise InvalidInputError(f"'{info.name}' takes {len(info.inputs)} inputs, got {len(arrays)} positional",
                                 expected=len(info.inputs), given=len(arrays), hint="pass one array per input")
@@ -103,32 +103,18 @@ def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping) -> tuple[d
         raise InvalidInputError(f"'{info.name}' needs inputs {', '.join(missing)}", hint="pass every input")
     prepared, single = {}, None
     for tensor in info.inputs:
-        array = np.asarray(values[tensor.name])
-        array = _cast(array, tensor)
-        shape = array.shape
+        array = _cast(np.asarray(values[tensor.name]), tensor)
         if info.max_batch_size > 0:
-            if _dims_match(tensor.dims, shape):
-                is_single = True
+            is_single = _is_single(info, tensor, array.shape, form)
+            if is_single:
                 array = array[None]
-            elif len(shape) == len(tensor.dims) + 1 and _dims_match(tensor.dims, shape[1:]):
-                is_single = False
-                if shape[0] > info.max_batch_size or shape[0] < 1:
-                    raise InvalidInputError(
-                        f"input '{tensor.name}' has a batch of {shape[0]}, the model takes 1 to "
-                        f"{info.max_batch_size}", expected=info.max_batch_size, given=shape[0],
-                        hint="split the batch (map() does that for a stream of samples)")
-            else:
-                raise InvalidInputError(
-                    f"input '{tensor.name}' has shape {list(shape)}, the model takes {list(tensor.dims)} per sample "
-                    f"(optionally with a batch axis of up to {info.max_batch_size})",
-                    expected=[-1, *tensor.dims], given=list(shape), hint="reshape the array")
             if single is not None and single != is_single:
                 raise InvalidInputError("some inputs have a batch axis and others do not",
-                                        hint="give every input the same form")
+                                        hint="give every input the same form, or call infer_sample / infer_batch")
             single = is_single
-        elif not _dims_match(tensor.dims, shape):
-            raise InvalidInputError(f"input '{tensor.name}' has shape {list(shape)}, the model takes "
-                                    f"{list(tensor.dims)}", expected=list(tensor.dims), given=list(shape),
+        elif not dims_fit(tensor.dims, array.shape):
+            raise InvalidInputError(f"input '{tensor.name}' has shape {list(array.shape)}, the model takes "
+                                    f"{list(tensor.dims)}", expected=list(tensor.dims), given=list(array.shape),
                                     hint="reshape the array")
         prepared[tensor.name] = np.ascontiguousarray(array)
     if info.max_batch_size > 0:
@@ -137,3 +123,46 @@ def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping) -> tuple[d
             raise InvalidInputError(f"inputs have different batch sizes {sorted(batches)}",
                                     hint="give every input the same batch size")
     return prepared, bool(single)
+
+
+def _is_single(info: ModelInfo, tensor: TensorSpec, shape: tuple[int, ...], form: str) -> bool:
+    """Whether ``shape`` is one sample of ``tensor`` (True) or a batch of them (False), for a batching model."""
+    as_sample = dims_fit(tensor.dims, shape)
+    as_batch = len(shape) == len(tensor.dims) + 1 and dims_fit(tensor.dims, shape[1:])
+    per_sample = f"{list(tensor.dims)} per sample"
+    if form == "sample":
+        if not as_sample:
+            raise InvalidInputError(f"input '{tensor.name}' has shape {list(shape)}, the model takes {per_sample}",
+                                    expected=list(tensor.dims), given=list(shape), hint="reshape the array")
+        return True
+    if form == "batch":
+        if not as_batch:
+            raise InvalidInputError(f"input '{tensor.name}' has shape {list(shape)}, a batch of {per_sample} is "
+                                    f"{[-1, *tensor.dims]}", expected=[-1, *tensor.dims], given=list(shape),
+                                    hint="add the batch axis (array[None] for one sample), or call infer_sample")
+        _check_batch(info, tensor, shape[0])
+        return False
+    # A leading dynamic dim makes the first axis readable as that dim or as a batch axis (the ONNX model's dims
+    # include the batch, Triton's do not): the shape alone cannot say which the caller meant.
+    if as_sample and tensor.dims and tensor.dims[0] == -1:
+        raise InvalidInputError(
+            f"input '{tensor.name}' of shape {list(shape)} is ambiguous: the model takes {per_sample} "
+            f"({list(tensor.dims)} without the batch axis), so its first axis may be a batch or the sample's "
+            f"own dynamic axis", expected=list(tensor.dims), given=list(shape),
+            hint="call client.infer_sample(...) for one sample or client.infer_batch(...) for a batch")
+    if as_sample:
+        return True
+    if as_batch:
+        _check_batch(info, tensor, shape[0])
+        return False
+    raise InvalidInputError(
+        f"input '{tensor.name}' has shape {list(shape)}, the model takes {per_sample} (optionally with a batch "
+        f"axis of up to {info.max_batch_size})", expected=[-1, *tensor.dims], given=list(shape),
+        hint="reshape the array")
+
+
+def _check_batch(info: ModelInfo, tensor: TensorSpec, size: int) -> None:
+    if size > info.max_batch_size or size < 1:
+        raise InvalidInputError(
+            f"input '{tensor.name}' has a batch of {size}, the model takes 1 to {info.max_batch_size}",
+            expected=info.max_batch_size, given=size, hint="split the batch (map() does that for a stream of samples)")

@@ -12,7 +12,8 @@ import uuid
 import numpy as np
 
 from orinkit.client.errors import SharedMemoryError
-from orinkit.client.model import ModelInfo, Tensor
+from orinkit.client.model import ModelInfo
+from orinkit.formats.tensors import TensorSpec
 
 ALIGN = 64
 
@@ -21,9 +22,9 @@ def _aligned(size: int) -> int:
     return (size + ALIGN - 1) // ALIGN * ALIGN
 
 
-def max_bytes(tensor: Tensor, max_batch_size: int) -> int | None:
+def max_bytes(tensor: TensorSpec, max_batch_size: int) -> int | None:
     """Bytes of the tensor's largest shape, or None when a dim is dynamic or the type has no fixed size."""
-    if tensor.datatype == "BYTES" or any(d < 0 for d in tensor.dims):
+    if tensor.dtype == "BYTES" or any(d < 0 for d in tensor.dims):
         return None
     count = int(np.prod(tensor.dims or (1,))) * max(1, max_batch_size)
     return count * np.dtype(tensor.numpy_dtype).itemsize

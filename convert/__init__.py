@@ -1,7 +1,8 @@
 """torch → ONNX → simplified ONNX → FP16 TensorRT engine, with an accuracy gate and a stale-engine guard.
 
 >>> from orinkit.convert import ConvertOptions, convert_onnx
->>> result = convert_onnx("lane.onnx", "lane.edge", ConvertOptions(shapes={"input": (1, 3, 360, 640)}))  # doctest: +SKIP
+>>> options = ConvertOptions(shapes={"input": (1, 3, 360, 640)})
+>>> result = convert_onnx("lane.onnx", "lane.edge", options)  # doctest: +SKIP
 
 torch, tensorrt, pycuda and onnxruntime are imported only by the stages that use them.
 """

@@ -12,17 +12,15 @@
     ├── Fp16GraphError         the FP16 ONNX graph could not be made valid (exit 7)
     ├── EngineBuildError       TensorRT failed to build the engine, after every workspace retry (exit 6)
     │   └── DlaError           DLA asked for where there is none, or with a precision it cannot run (exit 4)
+    ├── EngineRunError         TensorRT failed while loading or running a built engine (exit 6)
     ├── StaleEngineError       a plan does not match this device or TensorRT and cannot be rebuilt (exit 8)
     └── LibraryCrashError      onnxruntime (or another native library) crashed in orinkit's child process (exit 6)
-    ManifestError (orinkit.convert.manifest)  a plan's manifest that is missing or unreadable (exit 4)
+    ManifestError (orinkit.formats.manifest)  a plan's manifest that is missing or unreadable (exit 4)
 """
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_SERVER, OrinkitError
-
-EXIT_ACCURACY = 7
-EXIT_STALE = 8
+from orinkit.core.errors import EXIT_ACCURACY, EXIT_BAD_INPUT, EXIT_RUNTIME, EXIT_STALE, OrinkitError
 
 
 class ConvertError(OrinkitError):
@@ -62,11 +60,15 @@ class Fp16GraphError(ConvertError):
 
 
 class EngineBuildError(ConvertError):
-    exit_code = EXIT_SERVER
+    exit_code = EXIT_RUNTIME
 
 
 class DlaError(EngineBuildError):
     exit_code = EXIT_BAD_INPUT
+
+
+class EngineRunError(ConvertError):
+    exit_code = EXIT_RUNTIME
 
 
 class StaleEngineError(ConvertError):
@@ -74,4 +76,4 @@ class StaleEngineError(ConvertError):
 
 
 class LibraryCrashError(ConvertError):
-    exit_code = EXIT_SERVER
+    exit_code = EXIT_RUNTIME

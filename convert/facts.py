@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from orinkit.jetson.release import jetpack_for, l4t_release
+from orinkit.jetson.software import tensorrt_module_version
 
 
 @dataclass(frozen=True)
@@ -17,14 +18,6 @@ class DeviceFacts:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _tensorrt_version() -> str | None:
-    try:
-        import tensorrt
-    except ImportError:
-        return None
-    return str(tensorrt.__version__)
 
 
 def _gpu() -> tuple[str | None, str | None]:
@@ -42,4 +35,4 @@ def _gpu() -> tuple[str | None, str | None]:
 def current_facts() -> DeviceFacts:
     gpu, capability = _gpu()
     l4t = l4t_release()
-    return DeviceFacts(_tensorrt_version(), gpu, capability, l4t, jetpack_for(l4t))
+    return DeviceFacts(tensorrt_module_version(), gpu, capability, l4t, jetpack_for(l4t))

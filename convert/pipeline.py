@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
 from orinkit.convert.errors import AccuracyGateError, ConvertError
 from orinkit.convert.facts import current_facts
 from orinkit.convert.fp16.convert import to_fp16
@@ -22,18 +23,14 @@ from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.fp16.emulate import run
 from orinkit.convert.fp16.gate import GateOptions, GateReport, judge, run_gate
 from orinkit.convert.fp16.task_metrics import parse_metric
-from orinkit.convert.manifest import (
-    EngineManifest,
-    ProfileShape,
-    describe_engine,
-    write_manifest,
-)
 from orinkit.convert.onnx_prep import PreparedModel, declared_inputs, prepare
 from orinkit.convert.samples import load_samples, random_samples
 from orinkit.convert.shapes import InputProfile, resolve_profiles
 from orinkit.core.files import atomic_write_text, building_directory
 from orinkit.core.version import __version__
-from orinkit.repo.dtypes import from_onnx
+from orinkit.formats.dtypes import from_onnx
+from orinkit.formats.engine import describe_engine
+from orinkit.formats.manifest import EngineManifest, ProfileShape, write_manifest
 
 Progress = Callable[[str], None]
 FP32_ONNX, FP16_ONNX, PLAN, REPORT = "model.onnx", "model.fp16.onnx", "model.plan", "report.json"

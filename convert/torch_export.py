@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from orinkit.convert.errors import TorchExportError
 from orinkit.core.optional import require
 

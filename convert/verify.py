@@ -8,10 +8,10 @@ from pathlib import Path
 
 from orinkit.convert.errors import StaleEngineError
 from orinkit.convert.facts import DeviceFacts, current_facts
-from orinkit.convert.manifest import read_manifest
 from orinkit.convert.onnx_prep import sha256_of
 from orinkit.core.errors import MissingExtraError
 from orinkit.core.optional import INSTALL_HINTS
+from orinkit.formats.manifest import read_manifest
 
 
 @dataclass(frozen=True)

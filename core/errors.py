@@ -12,8 +12,13 @@ code  meaning
 3     something that must be installed is missing
 4     bad input: a path, file or option value that cannot be used
 5     a resource is busy (a port already in use)
-6     a server failed to start, become ready, or keep running
+6     a server, an engine or a native library failed at run time
+7     the FP16 accuracy gate failed
+8     a TensorRT plan is stale for this device and cannot be rebuilt
+130   stopped by SIGINT or SIGTERM (after cleaning up)
 ====  ===========================================================
+
+Every code is defined here; packages only pick one for their error classes.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ EXIT_MISSING = 3
 EXIT_BAD_INPUT = 4
 EXIT_BUSY = 5
 EXIT_SERVER = 6
+EXIT_RUNTIME = EXIT_SERVER  # engine and native-library failures share the server's code: the run failed
+EXIT_ACCURACY = 7
+EXIT_STALE = 8
+EXIT_INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
 
 
 class OrinkitError(Exception):

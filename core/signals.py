@@ -7,8 +7,6 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
-INTERRUPTED_EXIT = 130  # the shell's code for a command stopped by SIGINT
-
 
 class Terminated(KeyboardInterrupt):
     """Raised in the main thread when SIGTERM arrives; a KeyboardInterrupt, so the same handlers catch it."""

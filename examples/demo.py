@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import tritonclient.grpc as grpcclient
+
 from orinkit.core.errors import OrinkitError
 from orinkit.server import (
     ServerOptions,

@@ -18,6 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from _runner import run_example
+from PIL import Image
+from tritonclient.grpc import model_config_pb2 as mc
+
 from orinkit.client import Client
 from orinkit.lanes.client import LaneDetector
 from orinkit.lanes.export import export_lane_onnx
@@ -26,8 +29,6 @@ from orinkit.lanes.repository import MODEL, PRE, build_lane_repository
 from orinkit.lanes.synth import render_road
 from orinkit.repo.pbtxt import read_config
 from orinkit.server.local import start_on_free_ports
-from PIL import Image
-from tritonclient.grpc import model_config_pb2 as mc
 
 SEED = 0
 
@@ -74,7 +75,7 @@ def run(work: Path) -> dict:
                 latencies.append((time.perf_counter() - started) * 1000)
         # The model alone, fed the FP16 tensor a client would make itself (skipping the image step).
         with Client(url, MODEL) as lane_model:
-            served_input = lane_model.inputs[0].datatype
+            served_input = lane_model.inputs[0].dtype
             proposals = lane_model(fp16_frame(png))
     finally:
         server.stop()

@@ -18,6 +18,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from _runner import run_example
+from PIL import Image
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+
 from orinkit.client import Client
 from orinkit.client.bench import bench
 from orinkit.convert import export_torch
@@ -25,9 +29,6 @@ from orinkit.repo.add import add_model
 from orinkit.repo.ensemble import add_ensemble
 from orinkit.repo.steps import ImagePreprocess, TopK, add_step
 from orinkit.server.local import start_on_free_ports
-from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 SEED = 0
 
@@ -134,8 +135,10 @@ def run(work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None, facts: dict | None = None) -> int:
-    return run_example(__doc__, run, lambda m: abs(m["served_accuracy"] - m["local_accuracy"]) <= 0.02 and m["bench_failures"] == 0,
-                       argv, facts, prefix="mnist")
+    def passed(m):
+        return abs(m["served_accuracy"] - m["local_accuracy"]) <= 0.02 and m["bench_failures"] == 0
+
+    return run_example(__doc__, run, passed, argv, facts, prefix="mnist")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from _runner import run_example
+
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository, server_defaults
 from orinkit.repo.errors import ArtifactError
@@ -88,9 +89,11 @@ def run(work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None, facts: dict | None = None) -> int:
-    return run_example(__doc__, run, lambda m: (m["clean"] == [] and len(m["refused_by_add"]) == 2 and sorted(m["mistakes"]) == [
-        ("empty_oneflow", "oneflow-layout"), ("nested_oneflow", "oneflow-layout")]),
-                       argv, facts, prefix="oneflow")
+    def passed(m):
+        expected = [("empty_oneflow", "oneflow-layout"), ("nested_oneflow", "oneflow-layout")]
+        return m["clean"] == [] and len(m["refused_by_add"]) == 2 and sorted(m["mistakes"]) == expected
+
+    return run_example(__doc__, run, passed, argv, facts, prefix="oneflow")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import tritonclient.grpc as grpcclient
 from _runner import run_example
+
 from orinkit.client import Client
 from orinkit.repo.add import add_model
 from orinkit.repo.bls import add_bls

@@ -21,17 +21,18 @@ import numpy as np
 import torch
 import torchvision
 from _runner import run_example
+from PIL import Image
+
 from orinkit.client import Client
 from orinkit.convert import export_torch
 from orinkit.core.errors import OrinkitError
 from orinkit.repo.add import add_model
 from orinkit.repo.deploy import deploy_version, load_versions, rollback
 from orinkit.repo.ensemble import add_ensemble
+from orinkit.repo.journal import record_loaded
 from orinkit.repo.server_api import RepositoryAPI
 from orinkit.repo.steps import ImagePreprocess, TopK, add_step
-from orinkit.server.cli import record_loaded
 from orinkit.server.local import start_on_free_ports
-from PIL import Image
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

@@ -12,11 +12,18 @@ NV_TEGRA_RELEASE = Path("/etc/nv_tegra_release")
 _RELEASE = re.compile(r"#\s*R(\d+)\s*\(release\),\s*REVISION:\s*([\d.]+)")
 # The package version is the L4T release plus a build stamp: "36.4.7-20250918154033".
 _PACKAGE_VERSION = re.compile(r"(?<![\d.])(\d+)\.(\d+)\.(\d+)(?=-|\s|$)")
-# L4T (major, minor) → JetPack, from NVIDIA's release notes.
+# L4T (major, minor) → JetPack, from NVIDIA's release notes as collected by rbonghi/jetson_stats
+# (jtop/core/jetson_variables.py) and dusty-nv/jetson-containers (jetson_containers/l4t_version.py). Where one minor
+# release spans several JetPacks the row names them all, and _JETPACK_PATCH below tells them apart.
 _JETPACK = {
-    (35, 1): "5.0.2", (35, 2): "5.1", (35, 3): "5.1.1", (35, 4): "5.1.2", (35, 5): "5.1.3", (35, 6): "5.1.4",
-    (36, 2): "6.0 DP", (36, 3): "6.0", (36, 4): "6.1/6.2", (36, 5): "6.2.2",
-    (38, 2): "7.0", (38, 4): "7.1", (39, 0): "7.2", (39, 2): "7.2",
+    (35, 1): "5.0.2", (35, 2): "5.1", (35, 3): "5.1.1", (35, 4): "5.1.2", (35, 5): "5.1.3",
+    (35, 6): "5.1.4/5.1.5/5.1.6", (36, 2): "6.0 DP", (36, 3): "6.0", (36, 4): "6.1/6.2", (36, 5): "6.2.2",
+    (38, 2): "7.0", (38, 4): "7.1", (39, 0): "7.2 EA", (39, 1): "7.2 GA", (39, 2): "7.2 GA",
+}
+# Patch releases that are a JetPack of their own; 35.6.3 appears only in jetson_stats.
+_JETPACK_PATCH = {
+    (35, 6, 0): "5.1.4", (35, 6, 1): "5.1.5", (35, 6, 2): "5.1.5", (35, 6, 3): "5.1.5", (35, 6, 4): "5.1.6",
+    (36, 4, 0): "6.1", (36, 4, 3): "6.2", (36, 4, 4): "6.2.1", (36, 4, 7): "6.2.1",
 }
 
 
@@ -65,5 +72,6 @@ def find_l4t(root: Path = Path("/"), run: Runner | None = None) -> L4TRelease | 
 def jetpack_for(l4t: str | None) -> str | None:
     if not l4t:
         return None
-    major, minor = (int(p) for p in l4t.split(".")[:2])
-    return _JETPACK.get((major, minor))
+    parts = [int(p) for p in l4t.split(".")[:3]]
+    major, minor, patch = (parts + [0, 0])[:3]
+    return _JETPACK_PATCH.get((major, minor, patch)) or _JETPACK.get((major, minor))

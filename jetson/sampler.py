@@ -21,9 +21,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from orinkit.core.processes import live_group_members
 from orinkit.jetson.errors import NotAJetsonError, SamplerError, TegrastatsError
 from orinkit.jetson.tegrastats import Sample, parse_line
-from orinkit.server.process import live_group_members
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class PowerSummary:
 
     def energy_per_inference_j(self, count: int) -> float | None:
         if count <= 0:
-            raise ValueError(f"count must be positive, not {count}")
+            raise SamplerError(f"count must be positive, not {count}", hint="pass the number of inferences run")
         energy = self.energy_j
         return None if energy is None else energy / count
 

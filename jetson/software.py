@@ -61,18 +61,22 @@ def _package_version(output: str | None, preferred: tuple[str, ...]) -> str | No
     return None
 
 
+def tensorrt_module_version() -> str | None:
+    """The version of the ``tensorrt`` Python module this interpreter imports (what builds and loads plans)."""
+    try:
+        import tensorrt
+    except ImportError:
+        return None
+    return str(tensorrt.__version__)
+
+
 def tensorrt_version(root: Path = Path("/"), run: Runner | None = None) -> str | None:
     try:
         version = _header_version((root / TENSORRT_HEADER).read_text(encoding="utf-8", errors="replace"))
     except OSError:
         version = None
     if version is None and _is_live(root):
-        try:
-            import tensorrt
-
-            version = str(tensorrt.__version__)
-        except ImportError:
-            version = None
+        version = tensorrt_module_version()
     if version is None and run is not None:
         version = _package_version(run(TENSORRT_PACKAGES), ("tensorrt", "libnvinfer*"))
     return version

@@ -7,7 +7,7 @@ glibc. From the Triton Jetson docs, the release notes and the issue tracker:
 L4T (JetPack)       Triton
 ==================  =========================================================================================
 R35.1 (5.0.2)       2.27.0
-R35.2 (5.1)         none tested here: update to 5.1.1+
+R35.2 (5.1)         2.34.0-jetpack5.1 (the build for JetPack 5.1; 2.35 needs 5.1.1+)
 R35.3+ (5.1.1+)     2.35.0-jetpack5.1.2, not 2.27 (the JetPack 5.0.2 build)
 R36.2/3 (6.0)       2.42.0-igpu
 R36.4/5 (6.1-6.2.2) 2.49.0-igpu; 2.52 and later need glibc 2.36 (JetPack 6 has 2.35) and fail (#8367)
@@ -58,8 +58,7 @@ def triton_release_for(l4t: str | None) -> TritonMatch | None:
     if release >= (35, 3):
         return TritonMatch(jetpack, "2.35.0-jetpack5.1.2", "not 2.27, which was built for JetPack 5.0.2")
     if release >= (35, 2):
-        return TritonMatch(jetpack, None,
-                           "no tarball is tested for JetPack 5.1; update to 5.1.1+ and use 2.35.0-jetpack5.1.2")
+        return TritonMatch(jetpack, "2.34.0-jetpack5.1", "the Jetson build for JetPack 5.1; 2.35 needs 5.1.1+")
     if release >= (35, 1):
         return TritonMatch(jetpack, "2.27.0", "the Jetson build for JetPack 5.0.2")
     return None

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from orinkit.lanes.errors import LaneInputError
+
 LEFT_ANGLES = (72., 60., 49., 39., 30., 22.)
 BOTTOM_ANGLES = (165., 150., 141., 131., 120., 108., 100., 90., 80., 72., 60., 49., 39., 30., 15.)
 RIGHT_ANGLES = (108., 120., 131., 141., 150., 158.)
@@ -77,7 +79,7 @@ def anchor_cut_columns(
     """
     anchors = np.asarray(anchors)
     if anchors.ndim != 2 or anchors.shape[1] <= HEADER + 1:
-        raise ValueError(f"anchors must be [N, 5 + n_offsets] with n_offsets >= 2, got {list(anchors.shape)}")
+        raise LaneInputError(f"anchors must be [N, 5 + n_offsets] with n_offsets >= 2, got {list(anchors.shape)}")
     fmap_w = img_w // stride if fmap_w is None else fmap_w
     fmap_h = img_h // stride if fmap_h is None else fmap_h
     # Anchors are straight lines, so the 72 samples pin the line down: x at height y is
@@ -100,8 +102,8 @@ def select_topk_anchors(anchors: np.ndarray, frequencies, k: int) -> np.ndarray:
     anchors = np.asarray(anchors)
     freq = np.asarray(frequencies, dtype=np.float64).reshape(-1)
     if freq.size != len(anchors):
-        raise ValueError(f"{freq.size} frequencies for {len(anchors)} anchors")
+        raise LaneInputError(f"{freq.size} frequencies for {len(anchors)} anchors")
     if not 2 <= k <= len(anchors):
-        raise ValueError(f"topk must be in 2..{len(anchors)}, got {k}")
+        raise LaneInputError(f"topk must be in 2..{len(anchors)}, got {k}")
     order = np.argsort(-freq, kind="stable")[:k]
     return anchors[order]

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from orinkit.core.errors import OrinkitError
-from orinkit.core.signals import INTERRUPTED_EXIT, sigterm_as_interrupt
+from orinkit.core.errors import EXIT_INTERRUPTED, OrinkitError
+from orinkit.core.signals import sigterm_as_interrupt
 from orinkit.lanes.errors import LaneError
 
 
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
             return exc.exit_code
         except KeyboardInterrupt:
             print("interrupted: stopped the server and removed what the demo made", file=sys.stderr)
-            return INTERRUPTED_EXIT
+            return EXIT_INTERRUPTED
 
 
 def _model(args):

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from orinkit.lanes.errors import LaneError
 
 CULANE_SIZE = (590, 1640)  # height, width
@@ -160,7 +161,7 @@ def culane_score(predictions: Sequence[Sequence], truths: Sequence[Sequence], im
 def _proposals(outputs: Mapping[str, np.ndarray]) -> np.ndarray:
     from orinkit.lanes.postprocess import PROPOSAL_SIZE
 
-    for name, value in outputs.items():
+    for value in outputs.values():
         value = np.asarray(value)
         if value.ndim >= 2 and value.shape[-1] == PROPOSAL_SIZE:
             return value.reshape(-1, value.shape[-2], PROPOSAL_SIZE)

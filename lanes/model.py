@@ -15,16 +15,12 @@ import torchvision
 from torch import nn
 
 from orinkit.lanes.anchors import HEADER, anchor_cut_columns, make_anchors, select_topk_anchors
-from orinkit.lanes.errors import LaneError
+from orinkit.lanes.errors import CheckpointMismatchError, LaneError, LaneInputError, MissingWeightsError
 
 STRIDE = 32
 BACKBONE_CHANNELS = 512
 BACKBONES = ("resnet18", "resnet34")
 CHECKPOINT_PREFIXES = ("feature_extractor.", "conv1.", "cls_layer.", "reg_layer.", "attention_layer.")
-
-
-class CheckpointMismatchError(LaneError):
-    """A checkpoint whose keys or shapes do not fit the model it was loaded into."""
 
 
 def spread_attention(att: torch.Tensor) -> torch.Tensor:
@@ -51,10 +47,10 @@ class LaneATT(nn.Module):
                  img_h: int = 360, anchor_feat_channels: int = 64):
         super().__init__()
         if backbone not in BACKBONES:
-            raise ValueError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
+            raise LaneInputError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
         anchors = make_anchors(img_w, img_h) if anchors is None else np.asarray(anchors, dtype=np.float32)
         if anchors.ndim != 2 or anchors.shape[0] < 2 or anchors.shape[1] <= HEADER + 1:
-            raise ValueError(f"anchors must be [N >= 2, 5 + n_offsets], got {list(anchors.shape)}")
+            raise LaneInputError(f"anchors must be [N >= 2, 5 + n_offsets], got {list(anchors.shape)}")
         self.backbone = backbone
         self.img_w, self.img_h = img_w, img_h
         self.fmap_w, self.fmap_h = img_w // STRIDE, img_h // STRIDE
@@ -197,12 +193,6 @@ def build_lane_model(backbone: str = "resnet18", checkpoint=None, topk_anchors: 
         else:
             model.load_reference_checkpoint(checkpoint)
     return model.eval()
-
-
-class MissingWeightsError(LaneError):
-    """Trained weights were asked for and none are here."""
-
-    exit_code = 3
 
 
 def show_random_lanes(model: LaneATT, rows: float = 48.0) -> LaneATT:

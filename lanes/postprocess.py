@@ -3,7 +3,8 @@
 Reproduces lucastabelini/LaneATT (MIT licence): the score threshold of ``LaneATT.nms``, the greedy NMS of
 ``lib/nms/src/nms_kernel.cu`` and the decoding of ``LaneATT.proposals_to_pred``. Their edge cases are kept too,
 also on inputs a trained head never produces (start_y outside [0, 1], negative lengths), so that any proposal set
-gives what the reference gives. numpy only: this runs inside Triton's Python backend.
+gives what the reference gives. numpy only: it is inlined into the lane_postprocess model.py that runs inside
+Triton's Python backend.
 
 A proposal is [logit0, logit1, start_y, start_x, length, x_0 ... x_71]: start_y normalised, length in rows, x_i in
 pixels of the network input at row i, whose normalised y is 1 - i / 71 (row 0 is the bottom of the image).
@@ -25,6 +26,14 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+try:
+    from orinkit.lanes.errors import LaneInputError
+except ImportError:  # inlined into the server's model.py, where orinkit need not be installed
+
+    class LaneInputError(ValueError):
+        """Proposals, sizes or options that post-processing cannot use."""
+
 
 N_OFFSETS = 72
 N_STRIPS = N_OFFSETS - 1
@@ -52,36 +61,36 @@ class PostprocessOptions:
         for name in ("conf_threshold", "nms_threshold"):
             value = getattr(self, name)
             if not _is_number(value) or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value!r}")
+                raise LaneInputError(f"{name} must be a finite number, got {value!r}")
         if not 0.0 <= self.conf_threshold <= 1.0:
-            raise ValueError(f"conf_threshold must lie in [0, 1] (a probability), got {self.conf_threshold!r}")
+            raise LaneInputError(f"conf_threshold must lie in [0, 1] (a probability), got {self.conf_threshold!r}")
         if self.nms_threshold < 0:
-            raise ValueError(f"nms_threshold must be >= 0 pixels, got {self.nms_threshold!r}")
+            raise LaneInputError(f"nms_threshold must be >= 0 pixels, got {self.nms_threshold!r}")
         for name in ("top_k", "img_w", "img_h"):
             value = getattr(self, name)
             if not _is_integer(value) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise LaneInputError(f"{name} must be a positive integer, got {value!r}")
 
 
 def _as_proposals(proposals) -> np.ndarray:
     array = np.asarray(proposals)
     if array.ndim != 2 or array.shape[1] != PROPOSAL_SIZE:
-        raise ValueError(f"proposals must have shape [N, {PROPOSAL_SIZE}], got {list(array.shape)}")
+        raise LaneInputError(f"proposals must have shape [N, {PROPOSAL_SIZE}], got {list(array.shape)}")
     if not (np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)):
-        raise ValueError(f"proposals must be numbers, got dtype {array.dtype}")
+        raise LaneInputError(f"proposals must be numbers, got dtype {array.dtype}")
     return array.astype(np.float32, copy=False)
 
 
 def _check_top_k(top_k) -> None:
     if not _is_integer(top_k) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+        raise LaneInputError(f"top_k must be a positive integer, got {top_k!r}")
 
 
 def scores(proposals) -> np.ndarray:
     """softmax(logits)[1] of each proposal ([..., 77] -> [...]), float64."""
     array = np.asarray(proposals, dtype=np.float64)
     if array.ndim < 1 or array.shape[-1] != PROPOSAL_SIZE:
-        raise ValueError(f"proposals must have shape [..., {PROPOSAL_SIZE}], got {list(array.shape)}")
+        raise LaneInputError(f"proposals must have shape [..., {PROPOSAL_SIZE}], got {list(array.shape)}")
     # This form cannot overflow into inf / inf: a huge gap makes exp() inf and the score exactly 0.
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(array[..., 0] - array[..., 1]))
@@ -128,9 +137,9 @@ def nms(proposals, scores, threshold: float, top_k: int) -> np.ndarray:
     p = _as_proposals(proposals)
     score = np.asarray(scores, dtype=np.float64)
     if score.shape != (len(p),):
-        raise ValueError(f"scores must have shape [{len(p)}] (one per proposal), got {list(score.shape)}")
+        raise LaneInputError(f"scores must have shape [{len(p)}] (one per proposal), got {list(score.shape)}")
     if not _is_number(threshold) or math.isnan(threshold):
-        raise ValueError(f"threshold must be a number, got {threshold!r}")
+        raise LaneInputError(f"threshold must be a number, got {threshold!r}")
     _check_top_k(top_k)
     first, last, valid = _row_ranges(p)
     pending = np.argsort(-score, kind="stable")
@@ -146,9 +155,9 @@ def decode(proposal, img_w: int = 640) -> np.ndarray:
     """A proposal's points [M, 2] as normalised (x, y), bottom row first; [0, 2] when the lane is dropped."""
     p = np.asarray(proposal).astype(np.float32, copy=False)
     if p.shape != (PROPOSAL_SIZE,):
-        raise ValueError(f"a proposal must have shape [{PROPOSAL_SIZE}], got {list(p.shape)}")
+        raise LaneInputError(f"a proposal must have shape [{PROPOSAL_SIZE}], got {list(p.shape)}")
     if not _is_integer(img_w) or img_w < 1:
-        raise ValueError(f"img_w must be a positive integer, got {img_w!r}")
+        raise LaneInputError(f"img_w must be a positive integer, got {img_w!r}")
     empty = np.empty((0, 2))
     start_y, length = float(p[2]), float(p[4])
     if not (math.isfinite(start_y) and math.isfinite(length)):
@@ -183,13 +192,13 @@ class LaneResult:
         beat conf_threshold >= 0); count, the lanes written (the best ``top_k``)."""
         _check_top_k(top_k)
         if not _is_integer(n_points) or n_points < 1:
-            raise ValueError(f"n_points must be a positive integer, got {n_points!r}")
+            raise LaneInputError(f"n_points must be a positive integer, got {n_points!r}")
         points = np.full((top_k, n_points, 2), np.nan, dtype=np.float32)
         fixed_scores = np.zeros(top_k, dtype=np.float32)
         count = min(len(self.lanes), top_k)
         for index, lane in enumerate(self.lanes[:count]):
             if len(lane) > n_points:
-                raise ValueError(f"lane {index} has {len(lane)} points, more than n_points={n_points}")
+                raise LaneInputError(f"lane {index} has {len(lane)} points, more than n_points={n_points}")
             points[index, : len(lane)] = lane
         fixed_scores[:count] = self.scores[:count]
         return points, fixed_scores, np.int32(count)
@@ -198,10 +207,10 @@ class LaneResult:
 def _check_size(original_size) -> tuple[float, float]:
     size = np.asarray(original_size)
     if size.shape != (2,) or not np.issubdtype(size.dtype, np.number):
-        raise ValueError(f"original_size must be (height, width), got {original_size!r}")
+        raise LaneInputError(f"original_size must be (height, width), got {original_size!r}")
     height, width = float(size[0]), float(size[1])
     if not (math.isfinite(height) and math.isfinite(width) and height > 0 and width > 0):
-        raise ValueError(f"original_size must be two positive numbers (height, width), got {original_size!r}")
+        raise LaneInputError(f"original_size must be two positive numbers (height, width), got {original_size!r}")
     return height, width
 
 
@@ -230,9 +239,9 @@ def postprocess_batch(proposals, original_sizes, options: PostprocessOptions = P
     batch = np.asarray(proposals)
     sizes = np.asarray(original_sizes)
     if batch.ndim != 3 or batch.shape[2] != PROPOSAL_SIZE:
-        raise ValueError(f"proposals must have shape [B, N, {PROPOSAL_SIZE}], got {list(batch.shape)}")
+        raise LaneInputError(f"proposals must have shape [B, N, {PROPOSAL_SIZE}], got {list(batch.shape)}")
     if sizes.shape != (len(batch), 2):
-        raise ValueError(f"original sizes must have shape [{len(batch)}, 2] (height, width per image), "
+        raise LaneInputError(f"original sizes must have shape [{len(batch)}, 2] (height, width per image), "
                          f"got {list(sizes.shape)}")
     k = options.top_k
     points = np.empty((len(batch), k, N_OFFSETS, 2), dtype=np.float32)
@@ -242,6 +251,6 @@ def postprocess_batch(proposals, original_sizes, options: PostprocessOptions = P
         try:
             result = postprocess(batch[b], sizes[b], options)
         except ValueError as exc:
-            raise ValueError(f"image {b}: {exc}") from None
+            raise LaneInputError(f"image {b}: {exc}") from None
         points[b], lane_scores[b], counts[b] = result.fixed(k)
     return points, lane_scores, counts

@@ -17,8 +17,8 @@ would move a marking's centre by up to half a pixel off its ground truth; the co
 pixel under the marking), so the painted centre is the ground truth to a small fraction of a pixel.
 
 ``render_road(seed, ...)`` is a pure function of its arguments. Each aspect of a scene (geometry, markings,
-appearance, scenery, vehicles, shadows, lighting, sensor) draws from its own generator spawned from ``seed``, so switching an
-effect off (``SynthOptions.clean()``) leaves every other aspect, in particular the road itself, unchanged.
+appearance, scenery, vehicles, shadows, lighting, sensor) draws from its own generator spawned from ``seed``, so
+switching an effect off (``SynthOptions.clean()``) leaves every other aspect, in particular the road itself, unchanged.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Inputs PROPOSALS FP32 [B, N, 77] and ORIGINAL_SIZE INT32 [B, 2] (height, width).
 [B, top_k] (0 past the lanes) and COUNT INT32 [B, 1]. Config parameters (string_value): conf_threshold,
 nms_threshold, top_k, and optionally img_w / img_h of the network input.
 
-Copied into a repository as ``<version>/model.py``; the server's Python must have orinkit installed.
+Written into a repository as a self-contained ``<version>/model.py`` (orinkit.repo.python_model inlines
+orinkit.lanes.postprocess): the server's Python needs numpy only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 
 import numpy as np
 
-from orinkit.lanes.postprocess import PostprocessOptions, postprocess_batch
+from orinkit.lanes.postprocess import LaneInputError, PostprocessOptions, postprocess_batch
 
 _PARSERS = {"conf_threshold": float, "nms_threshold": float, "top_k": int, "img_w": int, "img_h": int}
 
@@ -29,7 +30,7 @@ def options_from_parameters(parameters: dict) -> PostprocessOptions:
             try:
                 values[key] = parse(text.strip())
             except ValueError:
-                raise ValueError(f"parameter {key!r} must be {'an integer' if parse is int else 'a number'}, "
+                raise LaneInputError(f"parameter {key!r} must be {'an integer' if parse is int else 'a number'}, "
                                  f"got {text!r}") from None
     return PostprocessOptions(**values)
 
@@ -50,7 +51,7 @@ class TritonPythonModel:
                 for name in ("PROPOSALS", "ORIGINAL_SIZE"):
                     tensor = pb_utils.get_input_tensor_by_name(request, name)
                     if tensor is None:
-                        raise ValueError(f"request has no {name} input")
+                        raise LaneInputError(f"request has no {name} input")
                     tensors[name] = tensor.as_numpy()
                 points, scores, counts = postprocess_batch(tensors["PROPOSALS"], tensors["ORIGINAL_SIZE"],
                                                            self.options)

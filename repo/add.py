@@ -6,13 +6,12 @@ import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.convert.manifest import manifest_path
 from orinkit.core.files import fsync_tree
+from orinkit.formats.manifest import manifest_path
 from orinkit.repo.artifacts import oneflow_layout_problem, onnx_signature, plan_signature, torchscript_signature
 from orinkit.repo.configs import Runtime, build_config
 from orinkit.repo.errors import ArtifactError, SignatureError, UnsupportedArtifactError
@@ -43,11 +42,6 @@ class PlacedModel:
     runtime: Runtime
     config: mc.ModelConfig
     note: str = ""  # why this runtime, when orinkit chose it
-
-
-def pymodel_source(name: str) -> str:
-    """The text of a Python-backend model shipped in ``orinkit.repo.pymodels``."""
-    return resources.files("orinkit.repo.pymodels").joinpath(f"{name}.py").read_text(encoding="utf-8")
 
 
 def _choose(native: Runtime, fallback: Runtime, backends: Path | None, *, device_hint: str) -> tuple[Runtime, str]:
@@ -142,7 +136,9 @@ def fill_version(folder: Path, artifact: Path, runtime: Runtime, extra_files: Se
         shutil.copytree(artifact, target)
     elif runtime.runner is not None:
         shutil.copyfile(artifact, folder / ("model.onnx" if runtime is Runtime.PYTHON_ONNXRUNTIME else "model.pt"))
-        (folder / "model.py").write_text(pymodel_source(runtime.runner), encoding="utf-8")
+        from orinkit.repo.python_model import model_source
+
+        (folder / "model.py").write_text(model_source(f"orinkit.repo.pymodels.{runtime.runner}"), encoding="utf-8")
     else:
         shutil.copyfile(artifact, target)
     if runtime is Runtime.TENSORRT_PLAN and manifest_path(artifact).is_file():

@@ -6,9 +6,9 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from orinkit.convert.manifest import EngineManifest, ManifestError, read_manifest
 from orinkit.core.optional import require
-from orinkit.repo.dtypes import dtype, from_numpy, from_onnx
+from orinkit.formats.dtypes import dtype, from_numpy, from_onnx
+from orinkit.formats.manifest import EngineManifest, ManifestError, read_manifest
 from orinkit.repo.errors import ArtifactError, SignatureError
 from orinkit.repo.signature import Signature, TensorSpec
 
@@ -87,8 +87,8 @@ def onnx_signature(path: str | os.PathLike[str], *, max_batch_size: int | None =
 
 
 def manifest_full_shapes(manifest: EngineManifest) -> FullShapes:
-    return ([(t.name, t.dtype, t.shape) for t in manifest.inputs],
-            [(t.name, t.dtype, t.shape) for t in manifest.outputs])
+    return ([(t.name, t.dtype, t.dims) for t in manifest.inputs],
+            [(t.name, t.dtype, t.dims) for t in manifest.outputs])
 
 
 def manifest_signature(manifest: EngineManifest, *, max_batch_size: int | None = None, source: str) -> Signature:
@@ -107,7 +107,7 @@ def plan_manifest(path: str | os.PathLike[str]) -> EngineManifest:
         manifest = read_manifest(path)
     except ManifestError as missing:
         try:
-            from orinkit.convert.manifest import describe_engine
+            from orinkit.formats.engine import describe_engine
 
             manifest = describe_engine(path)
         except ImportError:

@@ -29,12 +29,13 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.repo.add import PlacedModel, pymodel_source
+from orinkit.repo.add import PlacedModel
 from orinkit.repo.configs import Runtime
 from orinkit.repo.ensemble import EnsembleSpec, _ordered, build_ensemble_config, repository_configs
 from orinkit.repo.errors import EnsembleError
 from orinkit.repo.layout import new_model_folder
 from orinkit.repo.pbtxt import CONFIG_NAME, write_config
+from orinkit.repo.python_model import write_python_files
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,6 @@ def add_bls(repository: str | os.PathLike[str], spec: BlsSpec | Mapping) -> Plac
         spec = BlsSpec.from_dict(spec)
     config = build_bls_config(spec, repository_configs(repository))
     with new_model_folder(repository, spec.flow.name, hint="choose another name") as staging:
-        (staging / "1").mkdir()
-        (staging / "1" / "model.py").write_text(pymodel_source("bls_chain"), encoding="utf-8")
+        write_python_files(staging / "1", "orinkit.repo.pymodels.bls_chain")
         write_config(staging / CONFIG_NAME, config)
     return PlacedModel(spec.flow.name, repository / spec.flow.name, 1, Runtime.PYTHON, config)

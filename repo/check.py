@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.convert.manifest import ManifestError, read_manifest
+from orinkit.formats.manifest import ManifestError, read_manifest
 from orinkit.repo.artifacts import manifest_full_shapes, oneflow_layout_problem, onnx_full_shapes
 from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
@@ -89,7 +89,8 @@ def check_repository(
     repository = Path(repository)
     report = _Report(repository)
     if not repository.is_dir():
-        report.error("no-repository", "-", repository, "the repository folder does not exist", "create it or fix the path")
+        report.error("no-repository", "-", repository, "the repository folder does not exist",
+                     "create it or fix the path")
         return report.findings
     configs: dict[str, mc.ModelConfig] = {}
     unreadable: set[str] = set()
@@ -179,7 +180,8 @@ def _check_config(report: _Report, folder: Path) -> mc.ModelConfig | None:
 def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> None:
     versions = version_folders(folder)
     if not versions:
-        what = "an ensemble needs an (empty) version folder too" if config.platform == "ensemble" else "Triton loads none"
+        ensemble = config.platform == "ensemble"
+        what = "an ensemble needs an (empty) version folder too" if ensemble else "Triton loads none"
         report.error("no-version", folder.name, folder, f"no numeric version folder: {what}",
                      f"create {folder.name}/1/" + ("" if config.platform == "ensemble" else " with the model file"))
     for path in folder.iterdir():
@@ -362,9 +364,25 @@ def _check_ensemble(report: _Report, folder: Path, config: mc.ModelConfig, confi
 _STUB_PROVIDED = {"triton_python_backend_utils"}
 
 
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError", "Exception") for n in names)
+
+
 def _imports(source: str) -> set[str]:
+    """Top-level modules ``source`` imports, leaving out imports guarded by ``except ImportError`` (they have a
+    fallback, as the post-processing orinkit inlines does)."""
+    tree = ast.parse(source)
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_error(h) for h in node.handlers):
+            guarded.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     modules = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
         if isinstance(node, ast.Import):
             modules.update(alias.name.partition(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -374,7 +392,7 @@ def _imports(source: str) -> set[str]:
 
 def _check_python_models(report: _Report, folder: Path, config: mc.ModelConfig, python: str | None) -> None:
     """model.py must parse; with ``python``, its imports must resolve there (unless it brings an environment)."""
-    for number, version in sorted(version_folders(folder).items()):
+    for _, version in sorted(version_folders(folder).items()):
         model = version / "model.py"
         if not model.is_file():
             continue

@@ -6,7 +6,7 @@ import enum
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.repo.dtypes import dtype
+from orinkit.formats.dtypes import dtype
 from orinkit.repo.errors import SignatureError
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.signature import Signature, TensorSpec

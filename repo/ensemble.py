@@ -70,7 +70,8 @@ class EnsembleSpec:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise EnsembleError(f"cannot read ensemble spec {path}: {exc.strerror or exc}", hint="check the path")
+            raise EnsembleError(f"cannot read ensemble spec {path}: {exc.strerror or exc}",
+                                hint="check the path") from exc
         return cls.from_yaml(text)
 
     @classmethod
@@ -101,7 +102,8 @@ def _ordered(spec: EnsembleSpec) -> list[int]:
             stuck = sorted(i for i in needs if i not in done)
             raise EnsembleError(
                 f"ensemble '{spec.name}' has a cycle through {', '.join(_where(i, spec.steps[i]) for i in stuck)}",
-                code="cycle", hint="a step may only consume tensors produced by steps before it or by the ensemble's inputs",
+                code="cycle",
+                hint="a step may only consume tensors produced by steps before it or by the ensemble's inputs",
             )
         order.extend(ready)
         done.update(ready)
@@ -163,14 +165,16 @@ def build_ensemble_config(spec: EnsembleSpec, configs: Mapping[str, mc.ModelConf
                 if not dims_compatible(have.dims, wanted.dims):
                     raise EnsembleError(
                         f"{_where(i, step)}: input '{model_name}' takes dims {list(wanted.dims)}, but tensor "
-                        f"'{tensor}' has dims {list(have.dims)}", code="shape", hint="fix the map or the models' shapes")
+                        f"'{tensor}' has dims {list(have.dims)}", code="shape",
+                        hint="fix the map or the models' shapes")
             if tensor not in produced and tensor not in consumed:
                 consumed[tensor] = (i, wanted)
 
     missing = [t for t in spec.outputs if t not in produced]
     if missing:
         raise EnsembleError(f"ensemble '{spec.name}' outputs {', '.join(missing)}, which no step produces",
-                            code="unproduced-output", hint="map a step's output to that tensor, or drop it from outputs")
+                            code="unproduced-output",
+                            hint="map a step's output to that tensor, or drop it from outputs")
 
     limits = [signatures[i].max_batch_size for i in signatures]
     limit = min(limits)
@@ -207,7 +211,7 @@ def build_ensemble_config(spec: EnsembleSpec, configs: Mapping[str, mc.ModelConf
 
 
 def _config_type(name: str) -> str:
-    from orinkit.repo.dtypes import dtype
+    from orinkit.formats.dtypes import dtype
 
     return dtype(name).config_name
 

@@ -13,12 +13,13 @@
     ├── DeployError             a deploy or rollback that was refused: unknown model, a file that does not fit (exit 4)
     │   ├── DeployLoadError     the server did not load the new version; it was withdrawn (exit 6)
     │   └── DeployBusyError     another deploy of the same model holds its lock (exit 5)
-    └── ServerAPIError          the server's repository API refused or failed (exit 6)
+    ├── ServerAPIError          the server's repository API refused or failed (exit 6)
+    └── VendoringError          a Python-backend model's source cannot be made self-contained (exit 1)
 """
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_SERVER, OrinkitError
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_BUSY, EXIT_ERROR, EXIT_SERVER, OrinkitError
 
 
 class RepoError(OrinkitError):
@@ -76,3 +77,9 @@ class DeployBusyError(DeployError):
 
 class ServerAPIError(RepoError):
     exit_code = EXIT_SERVER
+
+
+class VendoringError(RepoError):
+    """A module shipped as a Python-backend model cannot be inlined into one model.py (a defect in its source)."""
+
+    exit_code = EXIT_ERROR

@@ -226,3 +226,35 @@ def reinstate(model_dir: Path) -> list[int]:
         fsync_path(model_dir)
     write_journal(model_dir, journal)
     return back
+
+
+def prepare_start(repository: Path, *, owner: int | None = None) -> list[str]:
+    """What a start does first: remove killed servers' shared memory (of user ``owner``, default this one), and
+    set aside versions no server loaded."""
+    from orinkit.server.regions import remove_stale_regions
+
+    lines = []
+    removed = remove_stale_regions(owner=owner)
+    if removed.paths:
+        lines.append(removed.describe())
+    lines += [q.describe() for q in quarantine_unproven(repository)]
+    return lines
+
+
+def record_loaded(repository: Path, http_url: str) -> list[str]:
+    """Record every version the server loaded READY as proven (see orinkit.repo.journal)."""
+    from orinkit.server.health import repository_index
+
+    ready: dict[str, set[int]] = {}
+    for entry in repository_index(http_url):
+        if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():
+            ready.setdefault(entry["name"], set()).add(int(entry["version"]))
+    lines = []
+    for name, versions in ready.items():
+        if (repository / name).is_dir():
+            try:
+                record_proven(repository / name, versions)
+            except OSError as exc:  # a read-only repository: the server runs; only the record is missing
+                lines.append(f"cannot record the loaded versions of {name} ({exc.strerror}): deploys to it are not "
+                             "protected from failing the next start")
+    return lines

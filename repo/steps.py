@@ -3,24 +3,22 @@
 * ``ImagePreprocess``: encoded image bytes → resized, normalised CHW tensor, plus the original size.
 * ``TopK``: classification logits → top-k scores and class ids (and labels, given a labels file).
 
-Their code is ``orinkit/repo/pymodels/<step>.py``; options reach it through the config's ``parameters``.
-The stub's Python needs numpy, and Pillow for images (``orinkit[server]`` has both; on the Orin install
-python3-pil or pack an environment with ``execution_env``).
+Their code is ``orinkit/repo/pymodels/<step>.py``, written as a self-contained ``model.py``
+(orinkit.repo.python_model); options reach it through the config's ``parameters``. The stub's Python needs numpy,
+and Pillow for images (``orinkit[server]`` has both; on the Orin install python3-pil or pack an environment with
+``execution_env``), never orinkit.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from orinkit.repo.add import PlacedModel, pymodel_source
-from orinkit.repo.configs import Runtime, build_config
+from orinkit.repo.add import PlacedModel
 from orinkit.repo.errors import SignatureError
-from orinkit.repo.layout import check_model_name, new_model_folder
 from orinkit.repo.options import ModelOptions
-from orinkit.repo.pbtxt import CONFIG_NAME, write_config
+from orinkit.repo.python_model import PythonModelSpec, add_python_model
 from orinkit.repo.signature import Signature, TensorSpec
 
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic")
@@ -160,6 +158,12 @@ Step = ImagePreprocess | TopK
 STEPS = {"image-preprocess": ImagePreprocess, "topk": TopK}
 
 
+def step_spec(step: Step, max_batch_size: int = 8) -> PythonModelSpec:
+    """The Python-backend model ``step`` is: its source, tensors, parameters and files."""
+    return PythonModelSpec(f"orinkit.repo.pymodels.{step.source}", step.signature(max_batch_size),
+                           step.parameters(), step.files())
+
+
 def add_step(
     repository: str | os.PathLike[str],
     step: Step,
@@ -168,16 +172,8 @@ def add_step(
     max_batch_size: int = 8,
     options: ModelOptions | None = None,
 ) -> PlacedModel:
-    """Copy ``step``'s Python model into ``<repository>/<name>/1/model.py`` with a config carrying its options."""
-    repository = Path(repository)
-    options = replace(options or ModelOptions(), max_batch_size=max_batch_size,
-                      parameters=(*(options.parameters if options else ()), *step.parameters().items()))
-    config = build_config(check_model_name(name), Runtime.PYTHON, step.signature(max_batch_size), options)
-    with new_model_folder(repository, name, hint="choose another --name") as staging:
-        version = staging / "1"
-        version.mkdir()
-        (version / "model.py").write_text(pymodel_source(step.source), encoding="utf-8")
-        for filename, source in step.files().items():
-            shutil.copyfile(source, version / filename)
-        write_config(staging / CONFIG_NAME, config)
-    return PlacedModel(name, repository / name, 1, Runtime.PYTHON, config)
+    """Write ``step`` as the model ``<repository>/<name>``: a self-contained ``1/model.py`` and a config carrying
+    its options."""
+    options = replace(options or ModelOptions(), max_batch_size=max_batch_size)
+    return add_python_model(repository, step_spec(step, max_batch_size), name=name, options=options,
+                            hint="choose another --name")

@@ -6,6 +6,7 @@
 ...     ...  # talk to command.grpc_url
 """
 
+from orinkit.core.processes import live_group_members
 from orinkit.server.backends import backend_directory
 from orinkit.server.command import ServerCommand, ServerOptions, build_command
 from orinkit.server.errors import (
@@ -20,7 +21,7 @@ from orinkit.server.errors import (
 )
 from orinkit.server.local import start_on_free_ports
 from orinkit.server.locate import Layout, TritonInstall, locate_tritonserver
-from orinkit.server.process import TritonProcess, live_group_members
+from orinkit.server.process import TritonProcess
 
 __all__ = [
     "Layout",

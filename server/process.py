@@ -13,9 +13,9 @@ import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import IO
 
+from orinkit.core.processes import live_group_members
 from orinkit.server.command import ServerCommand
 from orinkit.server.errors import (
     InvalidServerOptionError,
@@ -36,23 +36,6 @@ _ERROR_LINE = re.compile(r'^E\d{4} [\d:.]+\s+\d+ [\w.]+:\d+\]\s+"?(.*?)"?\s*$')
 _NOISE = ("CudaDriverHelper", "NVML", "DCGM", "chttp2_server")
 # Triton logs multi-line messages (tracebacks) with escaped newlines; the first line is the reason.
 _ESCAPED_NEWLINE = "\\n"
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """PIDs of processes in group ``pgid`` that are still running (zombies excluded), read from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 class _LogPump(threading.Thread):

@@ -78,9 +78,10 @@ def remove_stale_regions(shm: Path = SHM, *, min_age_s: float = MIN_AGE_S, owner
 
 def make_private(pids=None, *, shm: Path = SHM, owner: int | None = None, any_owner: bool = False) -> int:
     """chmod 0600 the regions mapped by ``pids`` (or, without pids, every region of user ``owner``, or with
-    ``any_owner`` every region this process may change); returns how many changed. The Python backend creates its regions 0644 whatever the umask (Boost.Interprocess sets the mode
-    explicitly), so a request's data would be readable by every local user; only the server's own processes, which
-    run as the region's owner, ever open them."""
+    ``any_owner`` every region this process may change); returns how many changed. The Python backend creates its
+    regions 0644 whatever the umask (Boost.Interprocess sets the mode explicitly), so a request's data would be
+    readable by every local user; only the server's own processes, which run as the region's owner, ever open
+    them."""
     if pids is not None:
         names = set()
         for pid in pids:

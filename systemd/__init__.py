@@ -1,4 +1,28 @@
 """tritonserver as a hardened systemd service on the Orin, rendered from the same command line as edge-serve.
 
-Filled in by the systemd issue.
+>>> from orinkit.server import ServerOptions, build_command, locate_tritonserver
+>>> from orinkit.systemd import ServiceOptions, render_unit, install
+>>> unit = render_unit(build_command(locate_tritonserver(), ServerOptions(repository="/srv/models")),
+...                    ServiceOptions(user="triton"))  # doctest: +SKIP
+>>> install(unit.render(), ServiceOptions(user="triton"), dry_run=True)  # doctest: +SKIP
 """
+
+from orinkit.systemd.errors import SystemctlError, SystemdError, UnitOptionError
+from orinkit.systemd.installer import Change, Plan, control, install, sysusers_text, uninstall
+from orinkit.systemd.render import UnitFile
+from orinkit.systemd.unit import ServiceOptions, render_unit
+
+__all__ = [
+    "Change",
+    "Plan",
+    "ServiceOptions",
+    "SystemctlError",
+    "SystemdError",
+    "UnitFile",
+    "UnitOptionError",
+    "control",
+    "install",
+    "render_unit",
+    "sysusers_text",
+    "uninstall",
+]

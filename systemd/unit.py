@@ -108,7 +108,7 @@ def render_unit(command: ServerCommand, options: ServiceOptions) -> UnitFile:
     if options.pin_clocks:
         unit.add(service, "ExecStartPre", exec_line([options.nvpmodel, "-m", str(options.nvpmodel_mode)], prefix="+"))
         unit.add(service, "ExecStartPre", exec_line([options.jetson_clocks], prefix="+"))
-    orinkit = [options.python, "-m", "orinkit.server"]
+    orinkit = [options.python, "-m", "orinkit.cli.serve"]
     # Versions a server never loaded are set aside first, so an interrupted deploy cannot fail the start; "+" runs
     # it with the rights of whoever deploys (the repository is theirs; the sandbox keeps it read-only otherwise).
     unit.add(service, "ExecStartPre", exec_line([*orinkit, "prepare", "--repository", str(server.repository),

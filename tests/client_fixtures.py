@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import DATA
+
 from orinkit.repo.add import add_model
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.signature import TensorSpec
@@ -29,4 +30,6 @@ def build_client_repository(repository: Path) -> Path:
               inputs=[TensorSpec.parse("FRAME:FP32:3x360x640")],
               outputs=[TensorSpec.parse("MEANS:FP32:3"), TensorSpec.parse("ECHO:FP32:3x360x640")],
               options=ModelOptions(max_batch_size=2, instance_count=2))
+    add_model(repository, MODELS / "row_sums.py", name="row_sums", inputs=[TensorSpec.parse("ROWS:FP32:-1x4")],
+              outputs=[TensorSpec.parse("SUMS:FP32:4")], options=ModelOptions(max_batch_size=4))
     return repository

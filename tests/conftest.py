@@ -13,7 +13,7 @@ pytest_plugins = ["orinkit.server.testing"]
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # The folders setup.cfg maps into the orinkit namespace.
-PACKAGE_DIRS = {"core", "server", "jetson", "convert", "repo", "client", "systemd", "lanes"}
+PACKAGE_DIRS = {"core", "formats", "server", "jetson", "convert", "repo", "client", "systemd", "lanes", "cli"}
 
 
 @pytest.fixture(scope="session")

@@ -1,14 +1,20 @@
 """TEST DOUBLE: fake ``tensorrt`` (and ``pycuda.driver``) modules standing in for NVIDIA TensorRT, which cannot
 run on this machine (no GPU, no TensorRT). Nothing here is TensorRT; it imitates its Python API surface.
 
-``make_fake_tensorrt(version)`` imitates one API generation, as summarised in the TensorRT notes:
+``make_fake_tensorrt(version)`` imitates one release's bindings, read from NVIDIA/TensorRT's
+python/src/infer/pyCore.cpp, pyGraph.cpp, pyFoundationalTypes.cpp, include/NvInfer.h and the wheel's
+``tensorrt/__init__.py`` on the release/8.5 … release/11.1 branches:
 
-* 8.5/8.6: ``NetworkDefinitionCreationFlag.EXPLICIT_BATCH`` is required by the ONNX parser; ``BuilderFlag.FP16``,
-  ``OBEY_PRECISION_CONSTRAINTS``, ``GPU_FALLBACK``; layers have ``precision`` and ``set_output_type``.
-* 10.x: ``EXPLICIT_BATCH`` still exists but the builder ignores it (networks are always explicit-batch); the same
-  FP16 and precision APIs.
-* 11.x: no ``EXPLICIT_BATCH`` member, no ``FP16``/``INT8``/``OBEY_PRECISION_CONSTRAINTS`` flags and no per-layer
-  precision APIs: networks are strongly typed, FP16 comes from the graph.
+* enum members (and their C++ values) per release: ``DataType`` gains FP8 in 8.6, BF16/INT64/INT4 in 10.0, FP4 in
+  10.8, E8M0 in 10.12; ``BuilderFlag`` loses FP16/INT8/BF16/FP8/INT4/FP4 and the precision-constraint flags in 11;
+  ``NetworkDefinitionCreationFlag`` has EXPLICIT_BATCH up to 10.x and keeps only STRONGLY_TYPED (always on) and the
+  plugin flags in 11;
+* objects have fixed attribute sets, as pybind11 classes do: assigning an attribute a release does not bind raises
+  AttributeError (``config.max_workspace_size`` exists, deprecated, only in 8.x; ``layer.precision`` and
+  ``set_output_type`` are gone in 11, deprecated from 10.12; ``builder.platform_has_fast_fp16`` is gone in 11);
+* ``trt.nptype`` raises TypeError for the types numpy lacks (BF16, FP8, INT4, FP4, E8M0), as the real one does;
+* ``config.add_optimization_profile`` returns -1 for a profile that fails ``IOptimizationProfile::isValid``;
+* the fake ``pycuda.driver.Context.pop`` is a static method that pops whatever context is current, as pycuda's.
 
 Every call that matters is appended to the module's ``calls`` list as a tuple, so tests assert what the code
 under test asked TensorRT to do. The parser reads the real ONNX file with the ``onnx`` package: network inputs
@@ -25,74 +31,295 @@ import json
 import sys
 import time
 import types
+import warnings
 
 import numpy as np
 import onnx
 
 PLAN_MAGIC = b"FAKEPLAN"
 CACHE_MAGIC = b"FAKECACHE:"
+NPTYPE_ERROR = "Could not resolve TensorRT datatype to an equivalent numpy datatype."
+
+# (name, C++ value, first release). NvInferRuntimeBase.h numbers DataType; pyFoundationalTypes.cpp binds it.
+_DATA_TYPES = [("FLOAT", 0, (8, 5)), ("HALF", 1, (8, 5)), ("INT8", 2, (8, 5)), ("INT32", 3, (8, 5)),
+               ("BOOL", 4, (8, 5)), ("UINT8", 5, (8, 5)), ("FP8", 6, (8, 6)), ("BF16", 7, (10, 0)),
+               ("INT64", 8, (10, 0)), ("INT4", 9, (10, 0)), ("FP4", 10, (10, 8)), ("E8M0", 11, (10, 12))]
+_ALIASES = {"float32": "FLOAT", "float16": "HALF", "bfloat16": "BF16", "int8": "INT8", "int32": "INT32",
+            "int64": "INT64", "bool": "BOOL", "uint8": "UINT8", "fp8": "FP8", "int4": "INT4", "fp4": "FP4",
+            "e8m0": "E8M0"}
+# What the wheel's nptype() maps; every other type raises TypeError ("fp8 and bfloat16 have no equivalent").
+_NUMPY = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "INT32": np.int32, "INT64": np.int64,
+          "BOOL": np.bool_, "UINT8": np.uint8}
+
+# BuilderFlag as bound per release, with NvInfer.h's values (11 renumbers what it keeps).
+_BUILDER_FLAGS = {
+    (8, 5): "FP16=0 INT8=1 DEBUG=2 GPU_FALLBACK=3 STRICT_TYPES=4 REFIT=5 DISABLE_TIMING_CACHE=6 TF32=7 "
+            "SPARSE_WEIGHTS=8 SAFETY_SCOPE=9 OBEY_PRECISION_CONSTRAINTS=10 PREFER_PRECISION_CONSTRAINTS=11 "
+            "DIRECT_IO=12 REJECT_EMPTY_ALGORITHMS=13 ENABLE_TACTIC_HEURISTIC=14",
+    (8, 6): "-REJECT_EMPTY_ALGORITHMS -ENABLE_TACTIC_HEURISTIC VERSION_COMPATIBLE=15 EXCLUDE_LEAN_RUNTIME=16 FP8=17",
+    (10, 0): "FP16=0 INT8=1 DEBUG=2 GPU_FALLBACK=3 REFIT=4 DISABLE_TIMING_CACHE=5 TF32=6 SPARSE_WEIGHTS=7 "
+             "SAFETY_SCOPE=8 OBEY_PRECISION_CONSTRAINTS=9 PREFER_PRECISION_CONSTRAINTS=10 DIRECT_IO=11 "
+             "VERSION_COMPATIBLE=13 EXCLUDE_LEAN_RUNTIME=14 FP8=15 ERROR_ON_TIMING_CACHE_MISS=16 BF16=17 "
+             "DISABLE_COMPILATION_CACHE=18 STRIP_PLAN=19 WEIGHTLESS=19 REFIT_IDENTICAL=20 WEIGHT_STREAMING=21",
+    (10, 1): "INT4=22", (10, 2): "REFIT_INDIVIDUAL=23", (10, 6): "STRICT_NANS=24 MONITOR_MEMORY=25",
+    (10, 8): "FP4=26 EDITABLE_TIMING_CACHE=27", (10, 12): "DISTRIBUTIVE_INDEPENDENCE=28",
+    (11, 0): "DEBUG=2 GPU_FALLBACK=3 REFIT=4 DISABLE_TIMING_CACHE=5 TF32=6 SPARSE_WEIGHTS=7 SAFETY_SCOPE=8 "
+             "DIRECT_IO=11 VERSION_COMPATIBLE=12 EXCLUDE_LEAN_RUNTIME=13 ERROR_ON_TIMING_CACHE_MISS=15 "
+             "DISABLE_COMPILATION_CACHE=17 STRIP_PLAN=18 REFIT_IDENTICAL=19 WEIGHT_STREAMING=20 "
+             "REFIT_INDIVIDUAL=22 STRICT_NANS=23 MONITOR_MEMORY=24 EDITABLE_TIMING_CACHE=26 "
+             "DISTRIBUTIVE_INDEPENDENCE=27",
+}
+_NETWORK_FLAGS = {(8, 5): "EXPLICIT_BATCH=0 EXPLICIT_PRECISION=1", (10, 0): "EXPLICIT_BATCH=0 STRONGLY_TYPED=1",
+                  (10, 9): "PREFER_JIT_PYTHON_PLUGINS=2 PREFER_AOT_PYTHON_PLUGINS=3",
+                  (11, 0): "STRONGLY_TYPED=0 PREFER_JIT_PYTHON_PLUGINS=1 PREFER_AOT_PYTHON_PLUGINS=2"}
+_MEMORY_POOLS = {(8, 5): "WORKSPACE=0 DLA_MANAGED_SRAM=1 DLA_LOCAL_DRAM=2 DLA_GLOBAL_DRAM=3",
+                 (8, 6): "TACTIC_DRAM=4", (10, 0): "TACTIC_SHARED_MEMORY=5"}
+_DEPRECATED_PRECISION = "Deprecated in TensorRT 10.12. Superseded by strong typing."
+
+
+def _release(version: str) -> tuple[int, int]:
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return major, minor
 
 
 def _generation(version: str) -> int:
-    major = int(version.split(".")[0])
+    major = _release(version)[0]
     return 8 if major <= 8 else 10 if major in (9, 10) else 11
 
 
+def _imitated(version: str) -> tuple[int, int]:
+    """The release whose bindings the fake copies: releases before 8.5 get 8.5's, and 9.x (between 8.6 and 10.0,
+    which orinkit treats as generation 10) gets 10.0's."""
+    gen = _generation(version)
+    return max(_release(version), (8, 5) if gen == 8 else (gen, 0))
+
+
+def _enum(name: str, table: dict, version: str, *, per_generation: bool = True) -> type[enum.IntEnum]:
+    """The members ``table`` gives ``version``: the entries up to that release (only its generation's where each
+    generation rebinds the enum), in order; an entry adds ``NAME=value`` items and drops ``-NAME`` ones."""
+    gen, release = _generation(version), _imitated(version)
+    members: dict[str, int] = {}
+    for since, text in sorted(table.items()):
+        if (per_generation and _generation(f"{since[0]}.{since[1]}") != gen) or since > release:
+            continue
+        for item in text.split():
+            if item.startswith("-"):
+                members.pop(item[1:])
+            else:
+                key, value = item.split("=")
+                members[key] = int(value)
+    return enum.IntEnum(name, list(members.items()))
+
+
+class _Fixed:
+    """pybind11 classes have no instance __dict__: assigning an attribute the bindings do not define raises
+    AttributeError. ``__slots__`` in each subclass gives the fake the same fixed attribute set."""
+
+    __slots__ = ()
+
+
+def _deprecated(use_instead: str) -> None:
+    # utils::issueDeprecationWarning: PyErr_WarnEx(PyExc_DeprecationWarning, "Use ... instead.", 1)
+    warnings.warn(f"Use {use_instead} instead.", DeprecationWarning, stacklevel=3)
+
+
+def _to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 → BF16 bits (uint16), rounding to nearest even; NaN stays NaN."""
+    bits = np.ascontiguousarray(values, np.float32).view(np.uint32)
+    rounded = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
+    return np.where(np.isnan(values), ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
 def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | None = None, fail_parse: bool = False,
-                       layers: tuple[str, ...] = (), fail_build: str | None = None) -> types.ModuleType:
+                       layers: tuple[str, ...] = (), fail_build: str | None = None,
+                       io_types: dict[str, str] | None = None) -> types.ModuleType:
     """A fake ``tensorrt`` module of ``version``.
 
     dla_cores: ``builder.num_DLA_cores``. oom_above: builds return None, logging an out-of-memory warning and the
     "Could not find any implementation" error, while the workspace limit exceeds it. fail_parse: the parser
     fails with two errors. layers: extra layer names the parser adds after the per-node ones (how TensorRT names
     the further layers of one node, e.g. ``/conv/Conv_7``). fail_build: builds fail with this error message.
+    io_types: engine I/O tensor name → DataType member name (e.g. ``{"output": "BF16"}``), for engines whose I/O
+    TensorRT keeps in a type the ONNX does not name; BF16 tensors hold BF16 bits in "device" memory.
     """
-    gen = _generation(version)
+    gen, release = _generation(version), _imitated(version)
     trt = types.ModuleType("tensorrt", "TEST DOUBLE standing in for TensorRT " + version)
     trt.__version__ = version
     trt.calls = calls = []
     trt.device_memory = {}  # address → bytearray, shared with make_fake_pycuda
 
-    class DataType(enum.IntEnum):
-        FLOAT = 0
-        HALF = 1
-        INT8 = 2
-        INT32 = 3
-        BOOL = 4
-        UINT8 = 5
-        INT64 = 8
-
-    numpy_types = {DataType.FLOAT: np.float32, DataType.HALF: np.float16, DataType.INT8: np.int8,
-                   DataType.INT32: np.int32, DataType.BOOL: np.bool_, DataType.UINT8: np.uint8,
-                   DataType.INT64: np.int64}
+    DataType = enum.IntEnum("DataType", [(n, v) for n, v, since in _DATA_TYPES if since <= release])
     trt.DataType = DataType
-    trt.float32, trt.float16, trt.int8, trt.int32 = DataType.FLOAT, DataType.HALF, DataType.INT8, DataType.INT32
-    trt.bool, trt.uint8 = DataType.BOOL, DataType.UINT8
-    if gen >= 10:
-        trt.int64 = DataType.INT64
-    trt.nptype = lambda dtype: numpy_types[dtype]
+    for alias, member in _ALIASES.items():
+        if hasattr(DataType, member):
+            setattr(trt, alias, DataType[member])
 
+    def nptype(trt_type):
+        if isinstance(trt_type, DataType) and trt_type.name in _NUMPY:
+            return _NUMPY[trt_type.name]
+        raise TypeError(NPTYPE_ERROR)
+
+    trt.nptype = nptype
     onnx_types = {onnx.TensorProto.FLOAT: DataType.FLOAT, onnx.TensorProto.FLOAT16: DataType.HALF,
                   onnx.TensorProto.INT8: DataType.INT8, onnx.TensorProto.INT32: DataType.INT32,
                   onnx.TensorProto.BOOL: DataType.BOOL, onnx.TensorProto.UINT8: DataType.UINT8,
                   # TensorRT 8 has no INT64 tensors: the parser narrows them to INT32.
-                  onnx.TensorProto.INT64: DataType.INT64 if gen >= 10 else DataType.INT32}
+                  onnx.TensorProto.INT64: getattr(DataType, "INT64", DataType.INT32)}
 
-    flags = {8: ["EXPLICIT_BATCH", "EXPLICIT_PRECISION"], 10: ["EXPLICIT_BATCH", "STRONGLY_TYPED"], 11: []}[gen]
-    trt.NetworkDefinitionCreationFlag = enum.IntEnum("NetworkDefinitionCreationFlag",
-                                                     [(name, i) for i, name in enumerate(flags)])
-    builder_flags = ["DEBUG", "GPU_FALLBACK", "REFIT", "DISABLE_TIMING_CACHE", "SPARSE_WEIGHTS"]
-    if gen < 11:
-        builder_flags += ["FP16", "INT8", "TF32", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS"]
-    if gen == 10:
-        builder_flags += ["BF16", "FP8", "VERSION_COMPATIBLE"]
-    trt.BuilderFlag = enum.IntEnum("BuilderFlag", [(name, i) for i, name in enumerate(builder_flags)])
-    trt.MemoryPoolType = enum.IntEnum("MemoryPoolType", [("WORKSPACE", 0), ("DLA_MANAGED_SRAM", 1),
-                                                         ("DLA_LOCAL_DRAM", 2), ("DLA_GLOBAL_DRAM", 3)])
+    trt.NetworkDefinitionCreationFlag = _enum("NetworkDefinitionCreationFlag", _NETWORK_FLAGS, version)
+    trt.BuilderFlag = _enum("BuilderFlag", _BUILDER_FLAGS, version)
+    trt.MemoryPoolType = _enum("MemoryPoolType", _MEMORY_POOLS, version, per_generation=False)
     trt.DeviceType = enum.IntEnum("DeviceType", [("GPU", 0), ("DLA", 1)])
     trt.TensorIOMode = enum.IntEnum("TensorIOMode", [("NONE", 0), ("INPUT", 1), ("OUTPUT", 2)])
+    _add_logger(trt)
+    check_logger = trt._check_logger
 
+    class Tensor(_Fixed):
+        __slots__ = ("name", "shape", "_dtype")
+
+        def __init__(self, name: str, shape: tuple[int, ...], dtype) -> None:
+            self.name, self.shape, self._dtype = name, tuple(shape), dtype
+
+        def _set_dtype(self, dtype) -> None:
+            self._dtype = dtype
+
+        # pyGraph.cpp on 11: def_property_readonly("dtype"): strongly typed networks fix tensor types.
+        dtype = property(lambda self: self._dtype, _set_dtype if gen < 11 else None)
+
+    class Layer(_Fixed):
+        """11.x ILayer: name, type, inputs and outputs; precision constraints are not bound at all."""
+
+        __slots__ = ("name", "_type", "_outputs", "metadata")
+
+        def __init__(self, name: str, op: str, outputs: list[Tensor]) -> None:
+            self.name, self._type, self._outputs, self.metadata = name, op, outputs, ""
+
+        type = property(lambda self: self._type)
+        num_outputs = property(lambda self: len(self._outputs))
+
+        def get_output(self, index: int) -> Tensor:
+            return self._outputs[index]
+
+        def get_output_type(self, index: int):
+            return self._outputs[index].dtype
+
+    class PrecisionLayer(Layer):
+        """8.x/10.x ILayer: precision constraints exist (deprecated from 10.12, gone in 11)."""
+
+        __slots__ = ("_precision", "_precision_is_set")
+
+        def __init__(self, name: str, op: str, outputs: list[Tensor]) -> None:
+            super().__init__(name, op, outputs)
+            self._precision, self._precision_is_set = DataType.FLOAT, False
+
+        def _set_precision(self, dtype) -> None:
+            if release >= (10, 12):
+                warnings.warn(_DEPRECATED_PRECISION, DeprecationWarning, stacklevel=2)
+            calls.append(("layer.precision", self.name, dtype))
+            self._precision, self._precision_is_set = dtype, True
+
+        precision = property(lambda self: self._precision, _set_precision)
+        precision_is_set = property(lambda self: self._precision_is_set)
+
+        def set_output_type(self, index: int, dtype) -> None:
+            if release >= (10, 12):
+                warnings.warn(_DEPRECATED_PRECISION, DeprecationWarning, stacklevel=2)
+            if not 0 <= index < len(self._outputs):
+                raise IndexError(index)
+            calls.append(("layer.set_output_type", self.name, index, dtype))
+
+    layer_class = PrecisionLayer if gen < 11 else Layer
+
+    class Network(_Fixed):
+        __slots__ = ("_flags", "_inputs", "_layers", "_outputs", "_source")
+
+        def __init__(self, flags: int) -> None:
+            self._flags, self._inputs, self._layers, self._outputs, self._source = flags, [], [], [], None
+
+        flags = property(lambda self: self._flags)
+        num_inputs = property(lambda self: len(self._inputs))
+        num_layers = property(lambda self: len(self._layers))
+        num_outputs = property(lambda self: len(self._outputs))
+
+        def get_input(self, index: int) -> Tensor:
+            return self._inputs[index]
+
+        def get_layer(self, index: int):
+            return self._layers[index]
+
+        def get_output(self, index: int) -> Tensor:
+            return self._outputs[index]
+
+    class ParserError(_Fixed):
+        __slots__ = ("_text",)
+
+        def __init__(self, text: str) -> None:
+            self._text = text
+
+        def desc(self) -> str:
+            return self._text
+
+        def __str__(self) -> str:
+            return f"In node -1 (parseGraph): INVALID_NODE: {self._text}"
+
+    class OnnxParser(_Fixed):
+        __slots__ = ("_network", "_logger", "_errors")
+
+        def __init__(self, network: Network, logger) -> None:
+            check_logger(logger)
+            self._network, self._logger, self._errors = network, logger, []
+
+        num_errors = property(lambda self: len(self._errors))
+
+        def get_error(self, index: int) -> ParserError:
+            return self._errors[index]
+
+        def parse_from_file(self, path: str) -> bool:
+            calls.append(("parse_from_file", path))
+            if fail_parse:
+                self._errors = [ParserError("No importer registered for op: FakeOp"),
+                                ParserError("Assertion failed: fake parse failure")]
+                return False
+            if gen == 8 and not self._network.flags & (1 << trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH):
+                self._errors = [ParserError("Network must have explicit batch dimension")]
+                return False
+            _populate(self._network, onnx.load(path), path)
+            return True
+
+    def _populate(network: Network, model: onnx.ModelProto, path: str) -> None:
+        inferred = onnx.shape_inference.infer_shapes(model)
+        types_by_name = {v.name: v.type.tensor_type.elem_type
+                         for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
+        initializers = {i.name for i in model.graph.initializer}
+        for value in model.graph.input:
+            if value.name in initializers:
+                continue
+            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                         for d in value.type.tensor_type.shape.dim)
+            network._inputs.append(Tensor(value.name, dims, onnx_types[value.type.tensor_type.elem_type]))
+        for node in model.graph.node:
+            outputs = [Tensor(out, (), onnx_types.get(types_by_name.get(out), DataType.FLOAT)) for out in node.output]
+            network._layers.append(layer_class(node.name or f"node_of_{node.output[0]}", node.op_type, outputs))
+        for name in layers:
+            network._layers.append(layer_class(name, "Extra", [Tensor(name + "_out", (), DataType.FLOAT)]))
+        network._outputs = [Tensor(v.name, (), onnx_types[v.type.tensor_type.elem_type]) for v in model.graph.output]
+        network._source = path
+
+    trt.OnnxParser = OnnxParser
+    trt.IOptimizationProfile = _profile_class(calls)
+    _add_builder(trt, version, gen, release, Network, dla_cores=dla_cores, oom_above=oom_above,
+                 fail_build=fail_build)
+    _add_runtime(trt, version, check_logger, dict(io_types or {}))
+    return trt
+
+
+def _add_logger(trt: types.ModuleType) -> None:
     class ILogger:
+        # A Python subclass of a pybind11 class gets a __dict__ (so no __slots__ here): orinkit's logger adds fields.
         class Severity(enum.IntEnum):
             INTERNAL_ERROR = 0
             ERROR = 1
@@ -116,134 +343,51 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
         def log(self, severity, msg) -> None:
             pass
 
-    trt.ILogger, trt.Logger = ILogger, Logger
-
     def check_logger(logger) -> None:
         # pybind11 raises this when a Python subclass's __init__ skips the base class's.
         if not getattr(logger, "_fake_ilogger_initialised", False):
             raise TypeError("tensorrt.ILogger.__init__() must be called when overriding __init__")
 
-    class Tensor:
-        def __init__(self, name: str, shape: tuple[int, ...], dtype) -> None:
-            self.name, self.shape, self.dtype = name, tuple(shape), dtype
+    trt.ILogger, trt.Logger, trt._check_logger = ILogger, Logger, check_logger
 
-    class Layer:
-        def __init__(self, name: str, op: str, outputs: list[Tensor]) -> None:
-            self.name, self.type, self._outputs = name, op, outputs
 
-        @property
-        def num_outputs(self) -> int:
-            return len(self._outputs)
+def _profile_class(calls: list) -> type:
+    class IOptimizationProfile(_Fixed):
+        """set_shape raises RuntimeError where IOptimizationProfile::setDimensions returns false (pyCore.cpp's
+        opt_profile_set_shape): a rank that disagrees, or a negative extent. min <= opt <= max is checked by
+        isValid() (bound as __bool__), which IBuilderConfig::addOptimizationProfile consults: -1 when invalid."""
 
-        def get_output(self, index: int) -> Tensor:
-            return self._outputs[index]
+        __slots__ = ("_shapes", "extra_memory_target")
 
-    class PrecisionLayer(Layer):
-        """8.x/10.x layers: precision constraints exist (gone in 11)."""
-
-        _precision = DataType.FLOAT
-        precision_is_set = False
-
-        @property
-        def precision(self):
-            return self._precision
-
-        @precision.setter
-        def precision(self, dtype) -> None:
-            calls.append(("layer.precision", self.name, dtype))
-            self._precision, self.precision_is_set = dtype, True
-
-        def set_output_type(self, index: int, dtype) -> None:
-            if not 0 <= index < len(self._outputs):
-                raise IndexError(index)
-            calls.append(("layer.set_output_type", self.name, index, dtype))
-
-    layer_class = PrecisionLayer if gen < 11 else Layer
-
-    class Network:
-        def __init__(self, flags: int) -> None:
-            self.flags, self.inputs, self.layers, self.outputs, self.source = flags, [], [], [], None
-
-        num_inputs = property(lambda self: len(self.inputs))
-        num_layers = property(lambda self: len(self.layers))
-        num_outputs = property(lambda self: len(self.outputs))
-
-        def get_input(self, index: int) -> Tensor:
-            return self.inputs[index]
-
-        def get_layer(self, index: int):
-            return self.layers[index]
-
-        def get_output(self, index: int) -> Tensor:
-            return self.outputs[index]
-
-    class ParserError:
-        def __init__(self, text: str) -> None:
-            self._text = text
-
-        def desc(self) -> str:
-            return self._text
-
-        def __str__(self) -> str:
-            return f"In node -1 (parseGraph): INVALID_NODE: {self._text}"
-
-    class OnnxParser:
-        def __init__(self, network: Network, logger) -> None:
-            check_logger(logger)
-            self.network, self.logger, self._errors = network, logger, []
-
-        num_errors = property(lambda self: len(self._errors))
-
-        def get_error(self, index: int) -> ParserError:
-            return self._errors[index]
-
-        def parse_from_file(self, path: str) -> bool:
-            calls.append(("parse_from_file", path))
-            if fail_parse:
-                self._errors = [ParserError("No importer registered for op: FakeOp"),
-                                ParserError("Assertion failed: fake parse failure")]
-                return False
-            if gen == 8 and not self.network.flags & (1 << trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH):
-                self._errors = [ParserError("Network must have explicit batch dimension")]
-                return False
-            _populate(self.network, onnx.load(path), path)
-            return True
-
-    def _populate(network: Network, model: onnx.ModelProto, path: str) -> None:
-        inferred = onnx.shape_inference.infer_shapes(model)
-        types_by_name = {v.name: v.type.tensor_type.elem_type
-                         for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]}
-        initializers = {i.name for i in model.graph.initializer}
-        for value in model.graph.input:
-            if value.name in initializers:
-                continue
-            dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
-                         for d in value.type.tensor_type.shape.dim)
-            network.inputs.append(Tensor(value.name, dims, onnx_types[value.type.tensor_type.elem_type]))
-        for node in model.graph.node:
-            outputs = [Tensor(out, (), onnx_types.get(types_by_name.get(out), DataType.FLOAT)) for out in node.output]
-            network.layers.append(layer_class(node.name or f"node_of_{node.output[0]}", node.op_type, outputs))
-        for name in layers:
-            network.layers.append(layer_class(name, "Extra", [Tensor(name + "_out", (), DataType.FLOAT)]))
-        network.outputs = [Tensor(v.name, (), onnx_types[v.type.tensor_type.elem_type]) for v in model.graph.output]
-        network.source = path
-
-    trt.OnnxParser = OnnxParser
-
-    class Profile:
         def __init__(self) -> None:
-            self.shapes = {}
+            self._shapes, self.extra_memory_target = {}, 1.0
 
-        def set_shape(self, name: str, min, opt, max) -> None:
-            calls.append(("profile.set_shape", name, tuple(min), tuple(opt), tuple(max)))
-            if not (len(min) == len(opt) == len(max)) or not all(a <= b <= c for a, b, c in zip(min, opt, max)):
-                raise RuntimeError("Shape provided for min is inconsistent with other shapes.")
-            self.shapes[name] = (tuple(min), tuple(opt), tuple(max))
+        def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002 - the bindings' keyword names
+            calls.append(("profile.set_shape", input, tuple(min), tuple(opt), tuple(max)))
+            for which, dims in (("min", min), ("opt", opt), ("max", max)):
+                if len(dims) != len(min) or any(d < 0 for d in dims):
+                    raise RuntimeError(f"Shape provided for {which} is inconsistent with other shapes.")
+            self._shapes[input] = (tuple(min), tuple(opt), tuple(max))
+
+        def get_shape(self, input: str) -> list[tuple[int, ...]]:  # noqa: A002
+            return list(self._shapes.get(input, ()))
+
+        def __bool__(self) -> bool:
+            return all(a <= b <= c for low, opt, high in self._shapes.values() for a, b, c in zip(low, opt, high))
+
+    return IOptimizationProfile
+
+
+def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[int, int], network_class: type, *,
+                 dla_cores: int, oom_above: int | None, fail_build: str | None) -> None:
+    calls, severity = trt.calls, trt.ILogger.Severity
 
     class HostMemory(bytes):
         nbytes = property(len)
 
-    class TimingCache:
+    class ITimingCache(_Fixed):
+        __slots__ = ("data",)
+
         def __init__(self, data: bytes) -> None:
             self.data = data
 
@@ -251,126 +395,186 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
             calls.append(("timing_cache.serialize",))
             return HostMemory(self.data)
 
-    class BuilderConfig:
+    class IBuilderConfig(_Fixed):
+        __slots__ = ("_flags", "_pools", "_profiles", "_timing_cache", "_device_type", "_dla_core", "profile_stream",
+                     *(("builder_optimization_level",) if gen >= 10 else ()))
+
         def __init__(self) -> None:
-            self.flags, self.pools, self.profiles, self.timing_cache = set(), {}, [], None
+            self._flags, self._pools, self._profiles, self._timing_cache = 0, {}, [], None
+            self._device_type, self._dla_core, self.profile_stream = trt.DeviceType.GPU, -1, 0
+            if gen >= 10:
+                self.builder_optimization_level = 3
+
+        def _set_device_type(self, value) -> None:
+            calls.append(("default_device_type", value))
+            self._device_type = value
+
+        def _set_dla_core(self, value: int) -> None:
+            calls.append(("DLA_core", value))
+            self._dla_core = value
+
+        default_device_type = property(lambda self: self._device_type, _set_device_type)
+        DLA_core = property(lambda self: self._dla_core, _set_dla_core)
+        num_optimization_profiles = property(lambda self: len(self._profiles))
+
+        def _set_flags(self, value: int) -> None:
+            self._flags = int(value)
+
+        flags = property(lambda self: self._flags, _set_flags)
 
         def set_flag(self, flag) -> None:
             calls.append(("set_flag", flag))
-            self.flags.add(flag)
+            self._flags |= 1 << int(flag)
 
         def get_flag(self, flag) -> bool:
-            return flag in self.flags
+            return bool(self._flags & (1 << int(flag)))
 
         def clear_flag(self, flag) -> None:
-            self.flags.discard(flag)
+            self._flags &= ~(1 << int(flag))
 
-        def set_memory_pool_limit(self, pool, size: int) -> None:
-            calls.append(("set_memory_pool_limit", pool, size))
-            self.pools[pool] = size
+        def set_memory_pool_limit(self, pool, pool_size: int) -> None:
+            calls.append(("set_memory_pool_limit", pool, pool_size))
+            self._pools[pool] = pool_size
 
         def get_memory_pool_limit(self, pool) -> int:
-            return self.pools.get(pool, 1 << 40)
+            return self._pools.get(pool, 1 << 40)
 
-        def add_optimization_profile(self, profile: Profile) -> int:
-            calls.append(("add_optimization_profile", dict(profile.shapes)))
-            self.profiles.append(profile)
-            return len(self.profiles) - 1
+        def add_optimization_profile(self, profile) -> int:
+            calls.append(("add_optimization_profile", dict(profile._shapes)))
+            if not profile:
+                return -1  # NvInfer.h: "or -1 if the input is not valid"
+            self._profiles.append(profile)
+            return len(self._profiles) - 1
 
-        def create_timing_cache(self, data) -> TimingCache:
-            data = bytes(data)
+        def create_timing_cache(self, serialized_timing_cache) -> ITimingCache:
+            data = bytes(serialized_timing_cache)
             calls.append(("create_timing_cache", data))
-            return TimingCache(data or CACHE_MAGIC + version.encode())
+            return ITimingCache(data or CACHE_MAGIC + version.encode())
 
-        def set_timing_cache(self, cache: TimingCache, ignore_mismatch: bool) -> bool:
+        def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
             calls.append(("set_timing_cache", cache.data, ignore_mismatch))
             if not cache.data.startswith(CACHE_MAGIC + version.encode()) and not ignore_mismatch:
                 return False
-            self.timing_cache = cache
+            self._timing_cache = cache
             return True
 
-        def get_timing_cache(self) -> TimingCache:
-            return self.timing_cache
+        def get_timing_cache(self) -> ITimingCache:
+            return self._timing_cache
 
-        def __setattr__(self, name, value) -> None:
-            if name in ("default_device_type", "DLA_core"):
-                calls.append((name, value))
-            super().__setattr__(name, value)
+    if gen == 8:
+        # pyCore.cpp (8.5): max_workspace_size = deprecateMember(get/setMaxWorkspaceSize, "set_memory_pool_limit");
+        # 10.0 removed it, so the fixed attribute set rejects it there.
+        def _get_workspace(self) -> int:
+            _deprecated("get_memory_pool_limit")
+            return self.get_memory_pool_limit(trt.MemoryPoolType.WORKSPACE)
 
-    class Builder:
+        def _set_workspace(self, size: int) -> None:
+            _deprecated("set_memory_pool_limit")
+            self._pools[trt.MemoryPoolType.WORKSPACE] = size
+
+        IBuilderConfig.max_workspace_size = property(_get_workspace, _set_workspace)
+
+    class Builder(_Fixed):
+        __slots__ = ("_logger", "max_threads")
+
         def __init__(self, logger) -> None:
-            check_logger(logger)
-            self.logger = logger
-            self.num_DLA_cores = dla_cores
-            self.platform_has_fast_fp16 = True
+            trt._check_logger(logger)
+            self._logger, self.max_threads = logger, 1
 
-        def create_network(self, flags: int = 0) -> Network:
+        logger = property(lambda self: self._logger)
+        num_DLA_cores = property(lambda self: dla_cores)
+        max_DLA_batch_size = property(lambda self: 32 if dla_cores else 1)
+
+        def create_network(self, flags: int = 0):
             calls.append(("create_network", flags))
-            if gen == 11 and flags:
-                raise TypeError("TensorRT 11 networks take no creation flags here (EXPLICIT_BATCH is gone)")
-            return Network(flags)
+            return network_class(flags)
 
-        def create_builder_config(self) -> BuilderConfig:
-            return BuilderConfig()
+        def create_builder_config(self) -> IBuilderConfig:
+            return IBuilderConfig()
 
-        def create_optimization_profile(self) -> Profile:
-            return Profile()
+        def create_optimization_profile(self):
+            return trt.IOptimizationProfile()
 
-        def build_serialized_network(self, network: Network, config: BuilderConfig):
-            workspace = config.pools.get(trt.MemoryPoolType.WORKSPACE)
+        def build_serialized_network(self, network, config: IBuilderConfig):
+            workspace = config._pools.get(trt.MemoryPoolType.WORKSPACE)
             calls.append(("build_serialized_network", workspace))
-            severity = ILogger.Severity
+            log = self._logger.log
             if fail_build:
-                self.logger.log(severity.ERROR, fail_build)
+                log(severity.ERROR, fail_build)
                 return None
             if oom_above is not None and (workspace is None or workspace > oom_above):
-                self.logger.log(severity.WARNING, f"Requested amount of GPU memory ({workspace} bytes) could not be "
-                                                  "allocated (out of memory). There may not be enough free memory.")
-                self.logger.log(severity.ERROR, "10: [optimizer.cpp::computeCosts::3728] Error Code 10: Internal "
-                                                "Error (Could not find any implementation for node /fake/Node.)")
+                log(severity.WARNING, f"Requested amount of GPU memory ({workspace} bytes) could not be "
+                                      "allocated (out of memory). There may not be enough free memory.")
+                log(severity.ERROR, "10: [optimizer.cpp::computeCosts::3728] Error Code 10: Internal "
+                                    "Error (Could not find any implementation for node /fake/Node.)")
                 return None
-            dynamic = [t.name for t in network.inputs if -1 in t.shape]
-            profiled = {name for p in config.profiles for name in p.shapes}
+            dynamic = [network.get_input(i).name for i in range(network.num_inputs) if -1 in network.get_input(i).shape]
+            profiled = {name for p in config._profiles for name in p._shapes}
             if set(dynamic) - profiled:
-                self.logger.log(severity.ERROR, "4: [network.cpp::validate::3084] Error Code 4: Internal Error "
-                                                "(Network has dynamic or shape inputs, but no optimization profile "
-                                                "has been defined.)")
+                log(severity.ERROR, "4: [network.cpp::validate::3084] Error Code 4: Internal Error (Network has "
+                                    "dynamic or shape inputs, but no optimization profile has been defined.)")
                 return None
-            if config.timing_cache is not None:
-                config.timing_cache.data += b"+tactics"
-            plan = {"version": version, "onnx": network.source,
-                    "profile": {n: s for p in config.profiles[:1] for n, s in p.shapes.items()}}
+            if config._timing_cache is not None:
+                config._timing_cache.data += b"+tactics"
+            plan = {"version": version, "onnx": network._source,
+                    "profile": {n: s for p in config._profiles[:1] for n, s in p._shapes.items()}}
             return HostMemory(PLAN_MAGIC + json.dumps(plan).encode())
 
-    trt.Builder = Builder
-    _add_runtime(trt, version, check_logger)
-    return trt
+    if gen < 11:
+        # pyCore.cpp binds these up to 10.x; 11.0 drops them (no FP16/INT8 flags to decide on).
+        Builder.platform_has_fast_fp16 = property(lambda self: True)
+        Builder.platform_has_fast_int8 = property(lambda self: True)
+        Builder.platform_has_tf32 = property(lambda self: False)
+    trt.Builder, trt.IBuilderConfig, trt.ITimingCache = Builder, IBuilderConfig, ITimingCache
 
 
-def _add_runtime(trt: types.ModuleType, version: str, check_logger) -> None:
+def _add_runtime(trt: types.ModuleType, version: str, check_logger, io_types: dict[str, str]) -> None:
     """The fake's engine runs the ONNX file its plan names with onnxruntime, reading and writing the buffers
     whose fake device addresses the code under test set."""
-    calls = trt.calls
+    calls, DataType = trt.calls, trt.DataType
+    unknown = {name: kind for name, kind in io_types.items() if not hasattr(DataType, kind)}
+    if unknown:
+        raise ValueError(f"TensorRT {version} has no DataType {unknown}")
 
-    class Engine:
+    def read(address: int, dtype, count: int) -> np.ndarray:
+        if dtype.name == "BF16":
+            return _from_bf16(np.frombuffer(trt.device_memory[address], np.uint16, count))
+        return np.frombuffer(trt.device_memory[address], _NUMPY[dtype.name], count)
+
+    def write(address: int, dtype, values: np.ndarray) -> None:
+        if dtype.name == "BF16":
+            values = _to_bf16(values.astype(np.float32))
+        elif dtype.name not in _NUMPY:
+            raise NotImplementedError(f"the fake engine does not emulate {dtype.name} I/O")
+        data = np.ascontiguousarray(values).tobytes()
+        trt.device_memory[address][:len(data)] = data
+
+    class ICudaEngine(_Fixed):
+        __slots__ = ("_session", "_profile", "_io")
+
         def __init__(self, plan: dict) -> None:
             import onnxruntime
 
-            self.session = onnxruntime.InferenceSession(plan["onnx"], providers=["CPUExecutionProvider"])
-            self.profile = {name: tuple(map(tuple, s)) for name, s in plan["profile"].items()}
-            elem = {"tensor(float)": trt.float32, "tensor(float16)": trt.float16, "tensor(int32)": trt.int32,
-                    "tensor(int64)": getattr(trt, "int64", trt.int32), "tensor(bool)": trt.bool}
-            self.io = [(i.name, trt.TensorIOMode.INPUT, elem[i.type], i.shape) for i in self.session.get_inputs()]
-            self.io += [(o.name, trt.TensorIOMode.OUTPUT, elem[o.type], o.shape) for o in self.session.get_outputs()]
+            self._session = onnxruntime.InferenceSession(plan["onnx"], providers=["CPUExecutionProvider"])
+            self._profile = {name: tuple(map(tuple, s)) for name, s in plan["profile"].items()}
+            elem = {"tensor(float)": DataType.FLOAT, "tensor(float16)": DataType.HALF,
+                    "tensor(int32)": DataType.INT32, "tensor(int64)": getattr(DataType, "INT64", DataType.INT32),
+                    "tensor(bool)": DataType.BOOL, "tensor(int8)": DataType.INT8, "tensor(uint8)": DataType.UINT8}
 
-        num_io_tensors = property(lambda self: len(self.io))
+            def kind(value):
+                return DataType[io_types[value.name]] if value.name in io_types else elem[value.type]
+
+            self._io = [(i.name, trt.TensorIOMode.INPUT, kind(i), i.shape) for i in self._session.get_inputs()]
+            self._io += [(o.name, trt.TensorIOMode.OUTPUT, kind(o), o.shape) for o in self._session.get_outputs()]
+
+        num_io_tensors = property(lambda self: len(self._io))
         num_optimization_profiles = property(lambda self: 1)
 
         def _entry(self, name: str):
-            return next(e for e in self.io if e[0] == name)
+            return next(e for e in self._io if e[0] == name)
 
         def get_tensor_name(self, index: int) -> str:
-            return self.io[index][0]
+            return self._io[index][0]
 
         def get_tensor_mode(self, name: str):
             return self._entry(name)[1]
@@ -384,70 +588,76 @@ def _add_runtime(trt: types.ModuleType, version: str, check_logger) -> None:
         def get_tensor_profile_shape(self, name: str, profile_index: int):
             # TensorRT 8.5+: [min, opt, max] of an input in one optimisation profile.
             declared = self.get_tensor_shape(name)
-            return [tuple(s) for s in self.profile.get(name, (declared, declared, declared))]
+            return [tuple(s) for s in self._profile.get(name, (declared, declared, declared))]
 
         def create_execution_context(self):
-            return ExecutionContext(self)
+            return IExecutionContext(self)
 
-    class ExecutionContext:
-        def __init__(self, engine: Engine) -> None:
-            self.engine, self.shapes, self.addresses = engine, {}, {}
+    class IExecutionContext(_Fixed):
+        __slots__ = ("_engine", "_shapes", "_addresses")
+
+        def __init__(self, engine: ICudaEngine) -> None:
+            self._engine, self._shapes, self._addresses = engine, {}, {}
 
         def set_input_shape(self, name: str, shape) -> bool:
             shape = tuple(shape)
             calls.append(("context.set_input_shape", name, shape))
-            declared = self.engine.get_tensor_shape(name)
-            low, _, high = self.engine.profile.get(name, (declared, declared, declared))
+            declared = self._engine.get_tensor_shape(name)
+            low, _, high = self._engine._profile.get(name, (declared, declared, declared))
             if len(shape) != len(declared) or not all(a <= s <= b for a, s, b in zip(low, shape, high)):
                 return False
-            self.shapes[name] = shape
+            self._shapes[name] = shape
             return True
 
         def _feeds(self, fill: bool) -> dict:
             feeds = {}
-            for name, mode, dtype, _ in self.engine.io:
+            for name, mode, dtype, _ in self._engine._io:
                 if mode == trt.TensorIOMode.INPUT:
-                    count = int(np.prod(self.shapes[name], dtype=np.int64))
-                    data = (np.frombuffer(trt.device_memory[self.addresses[name]], trt.nptype(dtype), count)
-                            if fill else np.zeros(count, trt.nptype(dtype)))
-                    feeds[name] = data.reshape(self.shapes[name])
+                    count = int(np.prod(self._shapes[name], dtype=np.int64))
+                    data = read(self._addresses[name], dtype, count) if fill else np.zeros(count, np.float32)
+                    session_type = next(i.type for i in self._engine._session.get_inputs() if i.name == name)
+                    data = data.astype({"tensor(float16)": np.float16, "tensor(int64)": np.int64,
+                                        "tensor(int32)": np.int32, "tensor(bool)": np.bool_}.get(session_type,
+                                                                                                 np.float32))
+                    feeds[name] = data.reshape(self._shapes[name])
             return feeds
 
         def get_tensor_shape(self, name: str) -> tuple[int, ...]:
-            if name in self.shapes:
-                return self.shapes[name]
-            index = [o.name for o in self.engine.session.get_outputs()].index(name)
-            return tuple(self.engine.session.run(None, self._feeds(False))[index].shape)
+            if name in self._shapes:
+                return self._shapes[name]
+            index = [o.name for o in self._engine._session.get_outputs()].index(name)
+            return tuple(self._engine._session.run(None, self._feeds(False))[index].shape)
 
-        def set_tensor_address(self, name: str, address: int) -> bool:
-            self.addresses[name] = int(address)
+        def set_tensor_address(self, name: str, memory: int) -> bool:
+            self._addresses[name] = int(memory)
             return True
 
         def execute_async_v3(self, stream_handle: int) -> bool:
             calls.append(("execute_async_v3", stream_handle))
-            names = [o.name for o in self.engine.session.get_outputs()]
-            for name, result in zip(names, self.engine.session.run(None, self._feeds(True))):
-                data = np.ascontiguousarray(result).tobytes()
-                trt.device_memory[self.addresses[name]][:len(data)] = data
+            outputs = [(o.name, self._engine._entry(o.name)[2]) for o in self._engine._session.get_outputs()]
+            for (name, dtype), result in zip(outputs, self._engine._session.run(None, self._feeds(True))):
+                write(self._addresses[name], dtype, result)
             return True
 
-    class Runtime:
+    class Runtime(_Fixed):
+        __slots__ = ("_logger", "DLA_core")
+
         def __init__(self, logger) -> None:
             check_logger(logger)
-            self.logger = logger
+            self._logger, self.DLA_core = logger, -1
 
-        def deserialize_cuda_engine(self, plan) -> Engine | None:
-            plan = bytes(plan)
+        def deserialize_cuda_engine(self, serialized_engine) -> ICudaEngine | None:
+            plan = bytes(serialized_engine)
             calls.append(("deserialize_cuda_engine", len(plan)))
             data = json.loads(plan[len(PLAN_MAGIC):]) if plan.startswith(PLAN_MAGIC) else None
             if data is None or data["version"] != version:
-                self.logger.log(trt.ILogger.Severity.ERROR, "1: [stdArchiveReader.cpp::StdArchiveReader::42] Error "
-                                "Code 1: Serialization (The engine plan file is not compatible with this version "
-                                "of TensorRT)")
+                self._logger.log(trt.ILogger.Severity.ERROR, "1: [stdArchiveReader.cpp::StdArchiveReader::42] "
+                                 "Error Code 1: Serialization (The engine plan file is not compatible with this "
+                                 "version of TensorRT)")
                 return None
-            return Engine(data)
+            return ICudaEngine(data)
 
-    trt.Runtime = Runtime
+    trt.Runtime, trt.ICudaEngine, trt.IExecutionContext = Runtime, ICudaEngine, IExecutionContext
 
 
 def make_fake_pycuda(trt: types.ModuleType) -> tuple[types.ModuleType, types.ModuleType]:
@@ -460,13 +670,32 @@ def make_fake_pycuda(trt: types.ModuleType) -> tuple[types.ModuleType, types.Mod
     driver.calls, driver.stack, driver.live = [], [], set()
     addresses = itertools.count(0x7F0000000000, 0x1000)
 
+    class Error(Exception):
+        pass
+
+    class LogicError(Error):
+        pass
+
     class Context:
+        """pycuda's wrap_cudadrv.cpp: push and detach are methods; pop, get_current and synchronize are static
+        (``.staticmethod("pop")``): pop removes whichever context is current, not necessarily this one."""
+
         def push(self) -> None:
             driver.stack.append(self)
 
-        def pop(self) -> None:
-            assert driver.stack and driver.stack[-1] is self, "popping a context that is not current"
+        @staticmethod
+        def pop() -> None:
+            if not driver.stack:
+                raise LogicError("context::pop failed: invalid device context - cannot pop non-current context")
             driver.stack.pop()
+
+        @staticmethod
+        def get_current():
+            return driver.stack[-1] if driver.stack else None
+
+        @staticmethod
+        def synchronize() -> None:
+            pass
 
         def detach(self) -> None:
             driver.calls.append(("detach",))
@@ -506,17 +735,19 @@ def make_fake_pycuda(trt: types.ModuleType) -> tuple[types.ModuleType, types.Mod
             pass
 
     class Event:
-        def record(self, stream=None) -> None:
+        def record(self, stream=None) -> Event:
             self.time = time.perf_counter()
+            return self
 
-        def synchronize(self) -> None:
-            pass
+        def synchronize(self) -> Event:
+            return self
 
         def time_since(self, other: Event) -> float:
             return (self.time - other.time) * 1000.0
 
     def mem_alloc(size: int) -> DeviceAllocation:
-        assert driver.stack, "no current CUDA context"
+        if not driver.stack:
+            raise LogicError("cuMemAlloc failed: invalid device context")
         driver.calls.append(("mem_alloc", size))
         return DeviceAllocation(size)
 
@@ -529,6 +760,7 @@ def make_fake_pycuda(trt: types.ModuleType) -> tuple[types.ModuleType, types.Mod
         flat[:] = np.frombuffer(trt.device_memory[int(src)], np.uint8, flat.size)
 
     driver.init = lambda: driver.calls.append(("init",))
+    driver.Error, driver.LogicError = Error, LogicError
     driver.Device, driver.Context, driver.Stream, driver.Event = Device, Context, Stream, Event
     driver.mem_alloc, driver.memcpy_htod_async, driver.memcpy_dtoh_async = mem_alloc, memcpy_htod_async, \
         memcpy_dtoh_async

@@ -223,8 +223,9 @@ def road_frames(count: int, *, seed: int = 0) -> np.ndarray:
     """``[count, 3, 360, 640]`` LaneATT inputs (BGR, 0..1) of drawn roads."""
     import io
 
-    from orinkit.lanes.draw import road_image
     from PIL import Image
+
+    from orinkit.lanes.draw import road_image
 
     frames = np.empty((count, 3, 360, 640), np.float32)
     for index in range(count):

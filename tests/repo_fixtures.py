@@ -6,15 +6,14 @@ import shutil
 from pathlib import Path
 
 import torch
-
 from conftest import DATA
-from orinkit.convert.manifest import EngineManifest, ProfileShape, TensorInfo, write_manifest
+from torch_models import Affine, TinyClassifier, export
+
+from orinkit.formats import EngineManifest, ProfileShape, TensorSpec, write_manifest
 from orinkit.repo.add import add_model
 from orinkit.repo.ensemble import add_ensemble
 from orinkit.repo.options import ModelOptions
-from orinkit.repo.signature import TensorSpec
 from orinkit.repo.steps import ImagePreprocess, TopK, add_step
-from torch_models import Affine, TinyClassifier, export
 
 CLASSIFY = {
     "name": "classify",
@@ -32,8 +31,8 @@ def stand_in_plan(folder: Path) -> Path:
     plan = folder / "lane.plan"
     plan.write_bytes(b"stand-in plan bytes: no TensorRT on this machine")
     write_manifest(plan, EngineManifest(
-        inputs=(TensorInfo("input", "FP16", (-1, 3, 360, 640)),),
-        outputs=(TensorInfo("proposals", "FP32", (-1, 2784, 77)),),
+        inputs=(TensorSpec("input", "FP16", (-1, 3, 360, 640)),),
+        outputs=(TensorSpec("proposals", "FP32", (-1, 2784, 77)),),
         profiles=({"input": ProfileShape((1, 3, 360, 640), (1, 3, 360, 640), (4, 3, 360, 640))},),
         precision="fp16",
     ))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import DATA
 from torch_models import TinyClassifier, export
 

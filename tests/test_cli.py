@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
-
 from conftest import DATA
-from orinkit.server import live_group_members
-from orinkit.server.cli import main
+
+from orinkit.cli.serve import main
+from orinkit.core.processes import live_group_members
 from orinkit.server.ports import free_ports
 
 EDGE_SERVE = str(Path(sys.executable).parent / "edge-serve")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from client_fixtures import build_client_repository
+
 from orinkit.client import (
     Client,
     ClientClosedError,
@@ -95,6 +95,36 @@ def test_non_batching_model_and_safe_casts(url):
         assert info.value.expected == [2, 3] and info.value.given == [1, 2, 3]
 
 
+def test_dynamic_first_dim_is_ambiguous_for_call_and_explicit_with_infer_sample_and_batch(url):
+    rows = np.arange(8, dtype=np.float32).reshape(2, 4)
+    with Client(url, "row_sums") as client:
+        with pytest.raises(InvalidInputError, match=r"shape \[2, 4\] is ambiguous.*infer_sample.*infer_batch") as info:
+            client(rows)
+        assert info.value.expected == [-1, 4] and info.value.given == [2, 4]
+        one = client.infer_sample(rows)
+        assert one.shape == (4,), "a sample comes back without the batch axis"
+        np.testing.assert_array_equal(one, rows.sum(axis=0))
+        two = client.infer_batch(rows[:, None, :])
+        assert two.shape == (2, 4), "two samples of one row each"
+        np.testing.assert_array_equal(two, rows)
+        batch = np.stack([rows, rows * 10])
+        # Rank decides when only one reading fits.
+        np.testing.assert_array_equal(client(batch), batch.sum(axis=1))
+        np.testing.assert_array_equal(client.infer_batch(batch), batch.sum(axis=1))
+        with pytest.raises(InvalidInputError, match=r"a batch of \[-1, 4\] per sample is \[-1, -1, 4\]"):
+            client.infer_batch(rows[0])
+        with pytest.raises(InvalidInputError, match=r"shape \[2, 2, 4\], the model takes \[-1, 4\] per sample"):
+            client.infer_sample(batch)
+
+
+def test_infer_batch_is_refused_for_a_model_that_does_not_batch(url):
+    with Client(url, "plus_one") as client:
+        x = np.zeros((2, 3), np.float32)
+        np.testing.assert_array_equal(client.infer_sample(x), x + 1)
+        with pytest.raises(InvalidInputError, match="does not batch .*infer_sample"):
+            client.infer_batch(x[None])
+
+
 def test_unsafe_dtypes_and_shapes_are_refused_before_sending(url):
     rng = np.random.default_rng(2)
     with Client(url, "types_echo") as client:
@@ -122,7 +152,7 @@ def test_wrong_port_is_unavailable_after_bounded_retries():
     started = time.monotonic()
     with Client(f"127.0.0.1:{port}", "types_echo", retry=Retry(attempts=3, backoff_s=0.05)) as client:
         with pytest.raises(ServerUnavailableError, match="gRPC port") as info:
-            client.inputs
+            _ = client.inputs
     assert time.monotonic() - started < 10
     assert info.value.__cause__ is not None and info.value.exit_code == 6
 

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from client_fixtures import build_client_repository
+
+from orinkit.cli.bench import main
 from orinkit.client.bench import percentile, run_load
-from orinkit.client.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +72,7 @@ def test_power_and_energy_per_inference_from_tegrastats(url):
     from functools import partial
 
     from conftest import DATA
+
     from orinkit.client.bench import bench
     from orinkit.jetson.sampler import TegrastatsSampler
 

@@ -7,8 +7,8 @@ import time
 
 import numpy as np
 import pytest
-
 from client_fixtures import build_client_repository
+
 from orinkit.client import Client, Retry, ServerUnavailableError
 from orinkit.server import ServerOptions, TritonProcess, build_command, locate_tritonserver
 from orinkit.server.ports import free_ports
@@ -33,7 +33,7 @@ def test_a_server_stopped_mid_run_never_leaves_a_call_hanging(repository, tmp_pa
     outcome = {}
     client = Client(server.command.grpc_url, "sleepy", timeout_s=5, retry=Retry(attempts=2, backoff_s=0.1))
     try:
-        client.inputs
+        _ = client.inputs
 
         def call():
             started = time.monotonic()

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-
 from client_fixtures import build_client_repository
+
 from orinkit.client import Client, InvalidInputError, ServerUnavailableError
 from orinkit.client.errors import ModelNotFoundError, SharedMemoryRegionLostError, map_exception
 from orinkit.server import ServerOptions, TritonProcess, build_command, locate_tritonserver

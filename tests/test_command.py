@@ -5,10 +5,15 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from conftest import DATA
-from orinkit.server import InvalidServerOptionError, RepositoryNotFoundError, ServerOptions, build_command
-from orinkit.server import locate_tritonserver
+
+from orinkit.server import (
+    InvalidServerOptionError,
+    RepositoryNotFoundError,
+    ServerOptions,
+    build_command,
+    locate_tritonserver,
+)
 
 
 @pytest.fixture(scope="module")

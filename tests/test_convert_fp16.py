@@ -6,6 +6,8 @@ import numpy as np
 import onnx
 import pytest
 import torch
+from torch_models import LosesPrecision, Overflows, TinyClassifier, export
+
 from orinkit.convert.errors import (
     AccuracyGateError,
     ConvertError,
@@ -25,7 +27,6 @@ from orinkit.convert.fp16.gate import GateOptions, run_gate
 from orinkit.convert.fp16.graphs import session
 from orinkit.convert.onnx_prep import prepare
 from orinkit.convert.samples import random_samples
-from torch_models import LosesPrecision, Overflows, TinyClassifier, export
 
 
 def _prepared_path(tmp_path, module, shape, name):
@@ -112,6 +113,7 @@ def test_realistic_resnet18_stays_fp16_under_the_default_criterion(tmp_path):
     """The first round's element-wise test kept 19 of ResNet-18's 49 nodes in FP32 although real FP16 agrees with
     FP32 to a cosine of 0.9999997; with realistic weights the default criterion keeps none."""
     import realistic_models
+
     from orinkit.convert.torch_export import export_torch
 
     frames = realistic_models.smooth_images(4, 224, 224, seed=500)[:, None]

@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch_models import TinyClassifier
+
 from orinkit.convert.errors import MetricError
 from orinkit.convert.fp16.gate import GateOptions, run_gate
 from orinkit.convert.fp16.task_metrics import parse_metric
 from orinkit.convert.onnx_prep import prepare
 from orinkit.convert.samples import random_samples
 from orinkit.convert.torch_export import export_torch
-from torch_models import TinyClassifier
 
 
 def _gate(tmp_path, module, sample, samples, metric, **options):
@@ -81,6 +82,7 @@ def test_metric_specs_that_cannot_work_are_refused():
 def lane_outputs():
     """FP32 proposals of a realistically scaled LaneATT on four drawn roads, and the model's FP16 emulation."""
     import realistic_models
+
     from orinkit.convert.fp16.emulate import Emulator
 
     model = realistic_models.laneatt()

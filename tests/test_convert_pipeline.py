@@ -14,13 +14,13 @@ import pytest
 import torch
 import torchvision
 from click.testing import CliRunner
+from torch_models import Overflows, TinyClassifier, TwoInTwoOut, export
 
-from orinkit.convert.cli import main
+from orinkit.cli.convert import main
 from orinkit.convert.errors import InputModelError, TorchExportError
 from orinkit.convert.onnx_prep import prepare
 from orinkit.convert.pipeline import ConvertOptions, convert_onnx, convert_torch
 from orinkit.convert.torch_export import export_torch, load_factory
-from torch_models import Overflows, TinyClassifier, TwoInTwoOut, export
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,8 @@ def test_resnet18_from_torchvision_converts(tmp_path):
     model = torchvision.models.resnet18(weights=None)
     result = convert_torch(model, [torch.rand(1, 3, 224, 224)], tmp_path / "resnet18.edge",
                            ConvertOptions(samples=2, min_shapes={"input": (1, 3, 224, 224)},
-                                          opt_shapes={"input": (2, 3, 224, 224)}, max_shapes={"input": (4, 3, 224, 224)}),
+                                          opt_shapes={"input": (2, 3, 224, 224)},
+                                          max_shapes={"input": (4, 3, 224, 224)}),
                            input_names=["input"], output_names=["logits"], dynamic_batch=True,
                            progress=messages.append)
     assert result.prepared.simplified and result.gate.passed
@@ -170,7 +171,7 @@ def test_cli_torch_entry_point(tmp_path):
 def test_cli_without_torch_names_the_extra(tmp_path):
     # sys.modules["torch"] = None makes `import torch` fail here as it does where torch is not installed.
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from orinkit.convert.cli import main\n"
+            "from orinkit.cli.convert import main\n"
             f"main(['--torch', 'torch_models:TinyClassifier', '--input', 'input:1x3x32x32', '-o', "
             f"{str(tmp_path / 'out.edge')!r}])\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -203,7 +204,7 @@ def test_engine_path_with_tensorrt_test_doubles(tmp_path, monkeypatch, version, 
     assert result.engine_built and result.engine["fp16_mode"] == fp16_mode
     assert sorted(p.name for p in result.output.iterdir()) == [
         "model.fp16.onnx", "model.onnx", "model.plan", "model.plan.manifest.json", "report.json"]
-    from orinkit.convert.manifest import read_manifest
+    from orinkit.formats.manifest import read_manifest
 
     manifest = read_manifest(result.output / "model.plan")
     assert manifest.precision == "fp16" and manifest.build["tensorrt_version"] == version
@@ -282,7 +283,7 @@ def test_an_onnxsim_crash_keeps_the_model_unsimplified(tmp_path, tiny_onnx, monk
 
 def test_a_crash_of_onnxruntime_in_the_gate_is_one_line_and_exit_6(tmp_path, tiny_onnx):
     env = {**os.environ, "ORINKIT_FAILPOINT": "fp16-gate-crash"}  # SIGSEGV in the gate's child, for real
-    result = subprocess.run([sys.executable, "-m", "orinkit.convert.cli", str(tiny_onnx), "-o",
+    result = subprocess.run([sys.executable, "-m", "orinkit.cli.convert", str(tiny_onnx), "-o",
                              str(tmp_path / "out.edge")], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 6, result.stderr
     assert "Error: onnxruntime (running the FP16 gate) crashed (SIGSEGV)" in result.stderr

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
+from repo_fixtures import stand_in_plan
 
 from orinkit.convert.errors import StaleEngineError
 from orinkit.convert.facts import DeviceFacts, current_facts
-from orinkit.convert.manifest import manifest_path, read_manifest
 from orinkit.convert.onnx_prep import sha256_of
 from orinkit.convert.verify import ensure_engine, verify_engine
+from orinkit.formats.manifest import manifest_path, read_manifest
 from orinkit.jetson.release import jetpack_for, parse_nv_tegra_release
-from repo_fixtures import stand_in_plan
 
-ORIN = DeviceFacts("10.3.0.30", "Orin", "8.7", "36.4.3", "6.1/6.2")
+ORIN = DeviceFacts("10.3.0.30", "Orin", "8.7", "36.4.3", "6.2")
 
 
 @pytest.fixture
@@ -66,17 +66,17 @@ def test_this_machine_has_no_tensorrt_to_verify_with(plan):
 def test_l4t_release_and_jetpack():
     line = "# R36 (release), REVISION: 4.3, GCID: 38968081, BOARD: generic, EABI: aarch64, DATE: Wed Jan  8\n"
     assert parse_nv_tegra_release(line) == "36.4.3"
-    assert jetpack_for("36.4.3") == "6.1/6.2" and jetpack_for("35.4.1") == "5.1.2"
+    assert jetpack_for("36.4.3") == "6.2" and jetpack_for("35.4.1") == "5.1.2"
     assert parse_nv_tegra_release("not a jetson") is None and jetpack_for(None) is None
 
 
 def test_a_stale_plan_is_rebuilt_from_its_onnx(tmp_path, monkeypatch):
     """Rebuild through the fake TensorRT and pycuda of tests/fake_tensorrt.py (test doubles: no GPU here)."""
     import torch
-
     from fake_tensorrt import install_fakes
-    from orinkit.convert.pipeline import ConvertOptions, convert_onnx
     from torch_models import TinyClassifier, export
+
+    from orinkit.convert.pipeline import ConvertOptions, convert_onnx
 
     def install(version):
         install_fakes(monkeypatch, version)
@@ -100,12 +100,12 @@ def test_a_rebuild_replays_the_recorded_build_without_searching_again(tmp_path, 
     default gate would keep nothing in FP32 for this model. Fake TensorRT and pycuda (tests/fake_tensorrt.py)."""
     import onnx
     import torch
-
     from fake_tensorrt import install_fakes
+    from torch_models import TinyClassifier, export
+
     from orinkit.convert.fp16.criteria import Criterion
     from orinkit.convert.pipeline import ConvertOptions, convert_onnx
     from orinkit.convert.verify import replayed_options
-    from torch_models import TinyClassifier, export
 
     def install(version):
         install_fakes(monkeypatch, version)

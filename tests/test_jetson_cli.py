@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from orinkit.jetson.cli import main
+from orinkit.cli.jetson import main
 
 DATA = Path(__file__).resolve().parent / "data" / "jetson"
 NOT_A_JETSON = "Error: not a Jetson (no /etc/nv_tegra_release and no nvidia-l4t-core package)"
@@ -30,7 +30,7 @@ def test_info_prints_an_aligned_table():
     assert all(row[column - 2:column] == "  " and row[column] != " " for row in rows)  # one value column
     table = dict(row.split("  ", 1) for row in rows)
     table = {name.strip(): value.strip() for name, value in table.items()}
-    assert table["JetPack"] == "6.1/6.2"
+    assert table["JetPack"] == "6.2"
     assert table["board"] == "NVIDIA Jetson AGX Orin Developer Kit"
     assert table["DLA cores"] == "2 (from board table)"
     assert table["power mode"] == "MAXN (id 0)"
@@ -64,7 +64,7 @@ def test_warnings_follow_the_table(tmp_path):
     warnings = [line for line in lines if line.startswith("warning: ")]
     assert len(warnings) == 2 and lines[-3] == ""
     assert "power mode is 15W, not MAXN" in warnings[0]
-    assert "Triton 2.52.0-igpu does not match JetPack 6.1/6.2" in warnings[1]
+    assert "Triton 2.52.0-igpu does not match JetPack 6.2" in warnings[1]
     assert "Triton in use" in result.stdout
 
 
@@ -74,7 +74,7 @@ def test_the_triton_in_use_comes_from_the_tritonserver_home(tmp_path):
     result = invoke("info", "--json", "--root", str(DATA / "orin_nx"), env={"ORINKIT_TRITONSERVER_HOME": str(home)})
     document = json.loads(result.stdout)
     assert document["triton_in_use"] == "2.42.0-igpu"
-    assert document["warnings"] == ["Triton 2.42.0-igpu does not match JetPack 6.1/6.2 (L4T 36.4.4): use 2.49.0-igpu "
+    assert document["warnings"] == ["Triton 2.42.0-igpu does not match JetPack 6.2.1 (L4T 36.4.4): use 2.49.0-igpu "
                                     "(2.52 and later need glibc 2.36 and fail on JetPack 6)"]
 
 
@@ -91,7 +91,7 @@ def test_not_a_jetson_exits_3_with_one_line(args):
 def test_not_a_jetson_as_a_process():
     if Path("/etc/nv_tegra_release").exists():
         pytest.skip("this machine is a Jetson")
-    done = subprocess.run([sys.executable, "-c", "from orinkit.jetson.cli import main; main()", "info"],
+    done = subprocess.run([sys.executable, "-c", "from orinkit.cli.jetson import main; main()", "info"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 3 and done.stdout == ""
     assert done.stderr.startswith(NOT_A_JETSON)

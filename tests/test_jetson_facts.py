@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_tensorrt import make_fake_tensorrt
+
 from orinkit.jetson import NotAJetsonError, device_info, warnings_for
 from orinkit.jetson.board import identify_module, read_compatible, read_model
 from orinkit.jetson.commands import Command, captured_runner, run_command, runner_for
@@ -26,17 +26,17 @@ JP5_RELEASE = ("# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, 
 # What each captured board says, fact by fact.
 BOARDS = {
     "agx_orin": dict(
-        l4t="36.4.3", jetpack="6.1/6.2", model="NVIDIA Jetson AGX Orin Developer Kit", module="Jetson AGX Orin",
+        l4t="36.4.3", jetpack="6.2", model="NVIDIA Jetson AGX Orin Developer Kit", module="Jetson AGX Orin",
         dla_cores=2, mode=("MAXN", 0), total_kb=64349184, available_kb=58720256, swap_kb=32174080,
         tensorrt="10.3.0.30", cuda=None, python="3.10.12",
     ),
     "orin_nx": dict(
-        l4t="36.4.4", jetpack="6.1/6.2", model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
+        l4t="36.4.4", jetpack="6.2.1", model="NVIDIA Jetson Orin NX Engineering Reference Developer Kit",
         module="Jetson Orin NX 8GB", dla_cores=1, mode=("MAXN_SUPER", 2), total_kb=7802748, available_kb=1572864,
         swap_kb=3901360, tensorrt=None, cuda=None, python=None,
     ),
     "orin_nano": dict(
-        l4t="36.4.3", jetpack="6.1/6.2", model="NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
+        l4t="36.4.3", jetpack="6.2", model="NVIDIA Jetson Orin Nano Engineering Reference Developer Kit Super",
         module="Jetson Orin Nano 8GB", dla_cores=0, mode=("MAXN_SUPER", 2), total_kb=7802736, available_kb=6245596,
         swap_kb=3901344, tensorrt=None, cuda="12.6.68", python=None,
     ),
@@ -129,7 +129,7 @@ def test_l4t_falls_back_to_the_l4t_core_package(tmp_path):
     assert release.major_minor == (36, 4)
     assert find_l4t(tmp_path, run=lambda command: None) is None
     info = device_info(tmp_path)
-    assert (info.l4t, info.jetpack, info.model, info.memory, info.power_mode) == ("36.4.7", "6.1/6.2", None, None, None)
+    assert (info.l4t, info.jetpack, info.model, info.memory, info.power_mode) == ("36.4.7", "6.2.1", None, None, None)
 
 
 def test_l4t_core_versions_as_dpkg_prints_them():
@@ -148,8 +148,19 @@ def test_release_file_wins_over_the_package(tmp_path):
 
 
 def test_jetpack_of_later_releases():
-    assert jetpack_for("36.5.0") == "6.2.2" and jetpack_for("39.2.0") == "7.2" and jetpack_for("38.4.0") == "7.1"
-    assert jetpack_for("36.4.3") == "6.1/6.2" and jetpack_for("34.1.0") is None
+    assert jetpack_for("36.5.0") == "6.2.2" and jetpack_for("39.2.0") == "7.2 GA" and jetpack_for("38.4.0") == "7.1"
+    assert jetpack_for("36.4.3") == "6.2" and jetpack_for("34.1.0") is None
+
+
+# jetson_stats' jetson_variables.py and jetson-containers' l4t_version.py agree on these rows.
+@pytest.mark.parametrize("l4t,jetpack", [
+    ("35.6.0", "5.1.4"), ("35.6.1", "5.1.5"), ("35.6.2", "5.1.5"), ("35.6.4", "5.1.6"),
+    ("35.6.9", "5.1.4/5.1.5/5.1.6"),  # an unlisted patch names every JetPack of its minor release
+    ("36.4.4", "6.2.1"), ("36.4.7", "6.2.1"), ("36.4.0", "6.1"), ("36.4.3", "6.2"), ("36.4.1", "6.1/6.2"),
+    ("39.0.0", "7.2 EA"), ("39.1.0", "7.2 GA"),
+])
+def test_jetpack_of_patch_releases(l4t, jetpack):
+    assert jetpack_for(l4t) == jetpack
 
 
 # ---- power mode and clocks --------------------------------------------------------------------------------
@@ -254,7 +265,7 @@ def test_python_version():
 
 def test_triton_release_for_each_jetpack():
     assert triton_release_for("35.1.0").release == "2.27.0"
-    assert triton_release_for("35.2.1").release is None
+    assert triton_release_for("35.2.1").release == "2.34.0-jetpack5.1"
     assert triton_release_for("35.4.1").release == "2.35.0-jetpack5.1.2"
     for l4t, release in (("36.2.0", "2.42.0-igpu"), ("36.3.0", "2.42.0-igpu"), ("36.4.3", "2.49.0-igpu"),
                          ("36.5.0", "2.49.0-igpu")):
@@ -268,6 +279,8 @@ def test_triton_release_for_each_jetpack():
     ("35.4.1", "2.35.0-jetpack5.1.2", None),
     ("35.4.1", "2.27.0", "use 2.35.0-jetpack5.1.2"),
     ("35.1.0", "2.27.0", None),
+    ("35.2.1", "2.34.0-jetpack5.1", None),
+    ("35.2.1", "2.35.0-jetpack5.1.2", "use 2.34.0-jetpack5.1"),
     ("36.3.0", "2.42.0-igpu", None),
     ("36.3.0", "2.49.0-igpu", "use 2.42.0-igpu"),
     ("36.4.3", "2.49.0-igpu", None),
@@ -331,7 +344,7 @@ def test_power_mode_not_maxn_and_clocks_not_pinned(tmp_path):
 def test_a_triton_tarball_that_does_not_match(tmp_path):
     info = device_info(DATA / "orin_nano")
     (found,) = warnings_for(info, triton_version="2.52.0-igpu")
-    assert found.startswith("Triton 2.52.0-igpu does not match JetPack 6.1/6.2 (L4T 36.4.3)")
+    assert found.startswith("Triton 2.52.0-igpu does not match JetPack 6.2 (L4T 36.4.3)")
     assert warnings_for(info, triton_version="2.49.0-igpu") == []
 
 

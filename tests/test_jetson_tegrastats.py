@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from orinkit.core.processes import live_group_members
 from orinkit.jetson import NotAJetsonError, SamplerError, TegrastatsError, TegrastatsSampler, parse_line, parse_lines
 from orinkit.jetson.sampler import summarize
-from orinkit.server import live_group_members
 
 DATA = Path(__file__).resolve().parent / "data" / "jetson"
 LINES = DATA / "tegrastats"
@@ -149,7 +149,7 @@ def test_summary_of_parsed_samples():
     assert summary.input_power_mw == pytest.approx(5693.5)
     assert summary.energy_j == pytest.approx(5.6935 * 6.0)
     assert summary.energy_per_inference_j(1000) == pytest.approx(5.6935 * 6.0 / 1000)
-    with pytest.raises(ValueError):
+    with pytest.raises(SamplerError):
         summary.energy_per_inference_j(0)
     no_power = summarize([parse_line("RAM 775/7620MB (lfb 3x4MB) CPU [1%@729]")], wall_time_s=1.0)
     assert no_power.input_power_mw is None and no_power.energy_j is None and no_power.energy_per_inference_j(5) is None

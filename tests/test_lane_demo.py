@@ -12,7 +12,6 @@ import time
 import pytest
 from PIL import Image
 
-
 # What libraries keep in the temporary folder across runs, whoever calls them: onnxruntime's 51-byte session id
 # file and torch's (empty) inductor cache folder. Anything else there was left by the demo.
 LIBRARY_CACHES = {".ses", f"torchinductor_{getpass.getuser()}"}

@@ -14,7 +14,7 @@ from orinkit.lanes.anchors import anchor_cut_columns, make_anchors, select_topk_
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from orinkit.lanes.errors import LaneError
+from orinkit.lanes.errors import LaneError  # noqa: E402
 from orinkit.lanes.model import (  # noqa: E402
     CheckpointMismatchError,
     LaneATT,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import onnxruntime
@@ -37,8 +40,19 @@ def lane_repository(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def url(triton_server_factory, lane_repository):
-    return triton_server_factory(lane_repository).command.grpc_url
+def url(triton_server_factory, lane_repository, tmp_path_factory):
+    """The server runs with orinkit hidden from its Python, as on an Orin where only numpy and Pillow are
+    installed for the Python backend: the written model.py files must carry what they need."""
+    hidden = tmp_path_factory.mktemp("hidden")
+    (hidden / "orinkit").mkdir()
+    (hidden / "orinkit" / "__init__.py").write_text("raise ImportError('orinkit is hidden from the server')\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(hidden), os.environ.get("PYTHONPATH")])))
+        server = triton_server_factory(lane_repository)
+        probe = subprocess.run([sys.executable, "-c", "import orinkit"], env=server.command.environment(),
+                               capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0 and "hidden from the server" in probe.stderr, "the server's Python sees orinkit"
+    return server.command.grpc_url
 
 
 def _in_process(repository, image: bytes):
@@ -52,8 +66,6 @@ def _in_process(repository, image: bytes):
 
 
 def test_the_repository_passes_check_with_the_servers_python(lane_repository):
-    import sys
-
     assert check_repository(lane_repository, python=sys.executable) == []
     ensemble = read_config(lane_repository / ENSEMBLE / "config.pbtxt")
     assert [s.model_name for s in ensemble.ensemble_scheduling.step] == [PRE, MODEL, POST]

@@ -431,7 +431,7 @@ def test_triton_model_answers_each_request(monkeypatch):
     model = model_module.TritonPythonModel()
     parameters = {"conf_threshold": {"string_value": "0.2"}, "nms_threshold": {"string_value": "45"},
                   "top_k": {"string_value": "5"}, "EXECUTION_ENV_PATH": {"string_value": "x"}}
-    model.initialize({"model_config": '{"parameters": %s}' % json.dumps(parameters)})
+    model.initialize({"model_config": f'{{"parameters": {json.dumps(parameters)}}}'})
     assert model.options == pp.PostprocessOptions(conf_threshold=0.2, nms_threshold=45.0, top_k=5)
     good = {"PROPOSALS": FakeTensor("PROPOSALS", three_lanes()[None]),
             "ORIGINAL_SIZE": FakeTensor("ORIGINAL_SIZE", np.array([[720, 1280]], np.int32))}

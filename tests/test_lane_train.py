@@ -109,7 +109,8 @@ def test_weights_travel_as_fp16_shards_and_load_back(tmp_path):
     loaded = build_lane_model(checkpoint=tmp_path / "laneatt.json")
     assert not loaded.weights_are_random
     for key, value in model.state_dict().items():
-        torch.testing.assert_close(loaded.state_dict()[key], value.half().float() if value.is_floating_point() else value)
+        expected = value.half().float() if value.is_floating_point() else value
+        torch.testing.assert_close(loaded.state_dict()[key], expected)
     (tmp_path / shards[-1].name).write_bytes(b"cut")
     with pytest.raises(LaneError, match="cannot read weight shard"):
         load_weights(tmp_path / "laneatt.json")

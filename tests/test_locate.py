@@ -7,8 +7,8 @@ import shutil
 import stat
 
 import pytest
-
 from conftest import run_python
+
 from orinkit.server import Layout, PythonStubNotFoundError, TritonNotFoundError, locate_tritonserver
 from orinkit.server.backends import available_python_stubs, backend_directory, running_python_version
 from orinkit.server.locate import HOME_ENV, bundled_home

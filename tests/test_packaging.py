@@ -9,7 +9,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import PACKAGE_DIRS, ROOT, run_python
 
 HEAVY = ("torch", "tensorrt", "pycuda", "onnxruntime", "pytriton")
@@ -44,11 +43,11 @@ def test_wheel_installs_every_folder_under_the_orinkit_namespace(wheel):
 def test_wheel_declares_the_console_script_and_extras(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith("entry_points.txt")]
     scripts = wheel.read(entry_points).decode()
-    assert "edge-serve = orinkit.server.cli:main" in scripts
-    assert "edge-repo = orinkit.repo.cli:main" in scripts
-    assert "edge-convert = orinkit.convert.cli:main" in scripts
-    assert "edge-bench = orinkit.client.cli:main" in scripts
-    assert "edge-jetson = orinkit.jetson.cli:main" in scripts
+    assert "edge-serve = orinkit.cli.serve:main" in scripts
+    assert "edge-repo = orinkit.cli.repo:main" in scripts
+    assert "edge-convert = orinkit.cli.convert:main" in scripts
+    assert "edge-bench = orinkit.cli.bench:main" in scripts
+    assert "edge-jetson = orinkit.cli.jetson:main" in scripts
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
@@ -61,10 +60,10 @@ def test_importing_any_package_loads_no_heavy_optional_dependency():
     code = (
         "import sys\n"
         + "".join(f"import orinkit.{name}\n" for name in sorted(PACKAGE_DIRS))
-        + "import orinkit.server.cli, orinkit.repo.cli, orinkit.repo.check, orinkit.repo.deploy\n"
-        + "import orinkit.convert.cli, orinkit.convert.trt, orinkit.convert.fp16.gate\n"
-        + "import orinkit.client.cli, orinkit.client.bench, orinkit.client.shm\n"
-        + "import orinkit.jetson.cli, orinkit.jetson.sampler, orinkit.lanes.client, orinkit.lanes.repository\n"
+        + "import orinkit.cli.serve, orinkit.cli.repo, orinkit.repo.check, orinkit.repo.deploy\n"
+        + "import orinkit.cli.convert, orinkit.convert.trt, orinkit.convert.fp16.gate\n"
+        + "import orinkit.cli.bench, orinkit.client.bench, orinkit.client.shm\n"
+        + "import orinkit.cli.jetson, orinkit.jetson.sampler, orinkit.lanes.client, orinkit.lanes.repository\n"
         + f"print([m for m in {HEAVY!r} if m in sys.modules])\n"
     )
     result = run_python(code)

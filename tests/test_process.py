@@ -9,8 +9,8 @@ import socket
 import time
 
 import pytest
-
 from conftest import DATA
+
 from orinkit.server import (
     PortInUseError,
     ServerExitedError,

@@ -6,19 +6,18 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import DATA
+from torch_models import Affine, TinyClassifier, export
 from tritonclient.grpc import model_config_pb2 as mc
 
-from conftest import DATA
-from orinkit.convert.manifest import EngineManifest, ProfileShape, TensorInfo, write_manifest
+from orinkit.cli.repo import main
+from orinkit.formats import EngineManifest, FormatError, ProfileShape, TensorSpec, write_manifest
 from orinkit.repo.add import add_model
 from orinkit.repo.artifacts import onnx_signature
-from orinkit.repo.cli import main
 from orinkit.repo.configs import Runtime
 from orinkit.repo.errors import ConfigParseError, ModelExistsError, SignatureError, UnsupportedArtifactError
 from orinkit.repo.options import ModelOptions, VersionPolicy
 from orinkit.repo.pbtxt import format_config, parse_config, read_config
-from orinkit.repo.signature import TensorSpec
-from torch_models import Affine, TinyClassifier, export
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +93,8 @@ def _stand_in_plan(folder, *, max_batch=4):
     plan = folder / "lane.plan"
     plan.write_bytes(b"stand-in plan bytes: no TensorRT on this machine")
     write_manifest(plan, EngineManifest(
-        inputs=(TensorInfo("input", "FP16", (-1, 3, 360, 640)),),
-        outputs=(TensorInfo("proposals", "FP32", (-1, 2784, 77)),),
+        inputs=(TensorSpec("input", "FP16", (-1, 3, 360, 640)),),
+        outputs=(TensorSpec("proposals", "FP32", (-1, 2784, 77)),),
         profiles=({"input": ProfileShape((1, 3, 360, 640), (1, 3, 360, 640), (max_batch, 3, 360, 640))},),
         precision="fp16",
     ))
@@ -230,9 +229,9 @@ def test_signature_specs_parse_and_refuse():
     assert TensorSpec.parse("image:FP16:3x360x640") == TensorSpec("image", "FP16", (3, 360, 640))
     assert TensorSpec.parse("n:INT64:scalar").dims == ()
     assert TensorSpec.parse("t:BYTES:-1").dims == (-1,)
-    with pytest.raises(SignatureError, match="unknown dtype 'FP8'"):
+    with pytest.raises(FormatError, match="unknown dtype 'FP8'"):
         TensorSpec.parse("x:FP8:1")
-    with pytest.raises(SignatureError, match="dims"):
+    with pytest.raises(FormatError, match="dims"):
         TensorSpec("x", "FP32", (0,))
     assert np.dtype(np.float16).name == "float16"
 

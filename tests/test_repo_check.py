@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-
-from orinkit.repo.check import check_repository
-from orinkit.repo.cli import main
-from orinkit.repo.pbtxt import read_config, write_config
 from repo_fixtures import build_everything
+
+from orinkit.cli.repo import main
+from orinkit.repo.check import check_repository
+from orinkit.repo.pbtxt import read_config, write_config
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +30,10 @@ def edit(repo, model, change):
     config = read_config(path)
     change(config)
     write_config(path, config)
+
+
+def _classify(change):
+    return lambda repo: edit(repo, "classify", change)
 
 
 def test_a_generated_repository_has_no_findings(repo):
@@ -69,16 +73,17 @@ PLANTS = {
     "io-dims": ("det", lambda r: edit(r, "det", lambda c: c.input[0].dims.__setitem__(1, 64))),
     "dims-include-batch": ("det", lambda r: edit(r, "det", lambda c: c.input[0].dims.insert(0, -1))),
     "batch-axis-fixed": ("lane", None),  # planted below: a manifest whose batch axis is fixed
-    "ensemble-unknown-model": ("classify", lambda r: edit(r, "classify", lambda c: setattr(_step(c, 1), "model_name", "resnet"))),
-    "ensemble-unknown-tensor": ("classify", lambda r: edit(r, "classify", lambda c: _step(c, 2).output_map.__setitem__("PROBS", "probs"))),
-    "ensemble-unmapped-input": ("classify", lambda r: edit(r, "classify", lambda c: _step(c, 1).input_map.clear())),
-    "ensemble-dtype": ("classify", lambda r: edit(r, "classify", lambda c: _step(c, 2).input_map.__setitem__("LOGITS", "size"))),
+    "ensemble-unknown-model": ("classify", _classify(lambda c: setattr(_step(c, 1), "model_name", "resnet"))),
+    "ensemble-unknown-tensor": ("classify", _classify(lambda c: _step(c, 2).output_map.__setitem__("PROBS", "probs"))),
+    "ensemble-unmapped-input": ("classify", _classify(lambda c: _step(c, 1).input_map.clear())),
+    "ensemble-dtype": ("classify", _classify(lambda c: _step(c, 2).input_map.__setitem__("LOGITS", "size"))),
     "ensemble-shape": ("classify", lambda r: edit(r, "top", lambda c: c.input[0].dims.__setitem__(0, 1000))),
-    "ensemble-duplicate-tensor": ("classify", lambda r: edit(r, "classify", lambda c: _step(c, 2).output_map.__setitem__("SCORES", "logits"))),
-    "ensemble-cycle": ("classify", lambda r: edit(r, "classify", _reverse_flow)),
-    "ensemble-unproduced-output": ("classify", lambda r: edit(r, "classify", lambda c: c.output[0].__setattr__("name", "probabilities"))),
-    "ensemble-batch": ("classify", lambda r: edit(r, "classify", lambda c: setattr(c, "max_batch_size", 64))),
-    "ensemble-io": ("classify", lambda r: edit(r, "classify", lambda c: c.input[0].dims.__setitem__(0, 3))),
+    "ensemble-duplicate-tensor": ("classify",
+                                  _classify(lambda c: _step(c, 2).output_map.__setitem__("SCORES", "logits"))),
+    "ensemble-cycle": ("classify", _classify(_reverse_flow)),
+    "ensemble-unproduced-output": ("classify", _classify(lambda c: c.output[0].__setattr__("name", "probabilities"))),
+    "ensemble-batch": ("classify", _classify(lambda c: setattr(c, "max_batch_size", 64))),
+    "ensemble-io": ("classify", _classify(lambda c: c.input[0].dims.__setitem__(0, 3))),
 }
 
 

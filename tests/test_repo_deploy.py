@@ -14,18 +14,18 @@ import pytest
 import torch
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
-
 from conftest import DATA
+from torch_models import Affine, export
+
+from orinkit.cli.repo import main
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository
-from orinkit.repo.cli import main
 from orinkit.repo.deploy import deploy_version, rollback
 from orinkit.repo.errors import DeployError, DeployLoadError
 from orinkit.repo.layout import version_folders
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.signature import TensorSpec
 from orinkit.server.testing import start_on_free_ports
-from torch_models import Affine, export
 
 EDGE_REPO = str(Path(sys.executable).parent / "edge-repo")
 X = np.arange(8, dtype=np.float32).reshape(2, 4)

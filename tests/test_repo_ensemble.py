@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from repo_fixtures import CLASSIFY, build_servable
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.repo.cli import main
+from orinkit.cli.repo import main
 from orinkit.repo.ensemble import EnsembleSpec, add_ensemble, build_ensemble_config, repository_configs
 from orinkit.repo.errors import EnsembleError
 from orinkit.repo.pbtxt import read_config
-from repo_fixtures import CLASSIFY, build_servable
 
 YAML = """
 name: classify_yaml

@@ -13,19 +13,17 @@ import pytest
 import torch
 import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
+from torch_models import Affine, export
 
-from conftest import DATA
+from orinkit.cli.repo import main as edge_repo
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository
-from orinkit.repo.cli import main as edge_repo
 from orinkit.repo.deploy import deploy_version, load_versions
 from orinkit.repo.errors import DeployBusyError
-from orinkit.repo.journal import model_lock, quarantine_unproven, read_journal
+from orinkit.repo.journal import model_lock, quarantine_unproven, read_journal, record_loaded
 from orinkit.repo.layout import version_folders
 from orinkit.repo.options import ModelOptions
-from orinkit.server.cli import record_loaded
 from orinkit.server.testing import start_on_free_ports
-from torch_models import Affine, export
 
 EDGE_REPO = str(Path(sys.executable).parent / "edge-repo")
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -62,7 +60,7 @@ def repository(tmp_path, artifacts):
 
 def _serve(repository, tmp_path, name="server"):
     """A server as edge-serve runs it: prepared first, its loaded versions recorded once ready."""
-    from orinkit.server.cli import prepare_start
+    from orinkit.repo.journal import prepare_start
 
     notes = prepare_start(repository)
     server = start_on_free_ports(repository, tmp_path / f"{name}.log", model_control_mode="explicit",

@@ -12,11 +12,11 @@ import pytest
 import tritonclient.grpc as grpcclient
 from google.protobuf import json_format
 from PIL import Image
+from repo_fixtures import build_servable
 
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.pbtxt import read_config
 from orinkit.repo.pymodels import image_preprocess, topk
-from repo_fixtures import build_servable
 
 # Requests that arrive within 300 ms are run as one batch by the pre-processing step.
 BATCHING = ModelOptions(dynamic_batching=True, max_queue_delay_us=300_000)

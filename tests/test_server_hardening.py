@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from client_fixtures import build_client_repository
 from conftest import DATA
+from PIL import Image
+
 from orinkit.client import Client, InvalidInputError, ServerUnavailableError
 from orinkit.repo.steps import ImagePreprocess, add_step
 from orinkit.server import live_group_members

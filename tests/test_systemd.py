@@ -11,12 +11,12 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import DATA
+
+from orinkit.cli.serve import main as edge_serve
 from orinkit.server import ServerOptions, build_command, live_group_members, locate_tritonserver
-from orinkit.server.cli import main as edge_serve
 from orinkit.server.ports import free_ports
-from orinkit.systemd.install import install, uninstall
+from orinkit.systemd.installer import install, uninstall
 from orinkit.systemd.render import exec_line, parse_exec_line
 from orinkit.systemd.unit import FORBIDDEN, ServiceOptions, render_unit
 
@@ -179,6 +179,6 @@ def test_check_plans_needs_tensorrt_here(tmp_path):
     plan = stand_in_plan(tmp_path)
     shutil.copy(plan, tmp_path / "models" / "lane" / "1" / "model.plan")
     shutil.copy(str(plan) + ".manifest.json", tmp_path / "models" / "lane" / "1" / "model.plan.manifest.json")
-    result = subprocess.run([sys.executable, "-m", "orinkit.server", "check-plans", "-r", str(tmp_path / "models")],
+    result = subprocess.run([sys.executable, "-m", "orinkit.cli.serve", "check-plans", "-r", str(tmp_path / "models")],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 3 and "JetPack" in result.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 import torch
 from fake_tensorrt import CACHE_MAGIC, PLAN_MAGIC, make_fake_tensorrt
 from torch_models import Affine, TinyClassifier, export
@@ -150,6 +149,17 @@ def test_no_profile_for_a_static_model(monkeypatch, models, version):
                                                                                                (9, 4))}))
     assert not calls(fake, "profile.set_shape") and not calls(fake, "add_optimization_profile")
     assert result.profiles == {}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_profile_tensorrt_refuses_is_a_build_error(monkeypatch, models, version):
+    # opt below min passes set_shape but fails isValid(): add_optimization_profile returns -1.
+    fake = install(monkeypatch, version)
+    bad = {"input": InputProfile((4, 3, 16, 16), (1, 3, 16, 16), (8, 3, 16, 16))}
+    with pytest.raises(EngineBuildError, match="rejects the optimization profile") as caught:
+        build_engine(models["classifier"], options(profiles=bad, fp16=False))
+    assert "min [4, 3, 16, 16], opt [1, 3, 16, 16]" in caught.value.message and "min <= opt" in caught.value.hint
+    assert not calls(fake, "build_serialized_network")
 
 
 def test_missing_profile_names_the_input_and_the_fix(monkeypatch, models):

@@ -12,7 +12,7 @@ import torch
 from fake_tensorrt import make_fake_pycuda, make_fake_tensorrt
 from torch_models import TinyClassifier, export
 
-from orinkit.convert.errors import ConvertError, StaleEngineError
+from orinkit.convert.errors import ConvertError, EngineRunError, StaleEngineError
 from orinkit.convert.shapes import InputProfile
 from orinkit.convert.trt import BenchmarkReport, BuildOptions, TrtRunner, build_engine, latency_stats
 from orinkit.core.errors import MissingExtraError
@@ -115,6 +115,20 @@ def test_runner_data_path_on_the_fakes(fakes, classifier):
         runner.infer({"input": x})
 
 
+def test_a_failed_run_is_a_run_time_error_with_exit_6(fakes, classifier, monkeypatch):
+    """execute_async_v3 returns False when TensorRT cannot run the engine (a CUDA error, a lost context): that is
+    a failure at run time (exit 6), not bad input (exit 4)."""
+    plan = build_engine(classifier, BuildOptions(profiles=PROFILE, fp16=False, workspace=1 << 26)).plan
+    with TrtRunner(plan) as runner:
+        monkeypatch.setattr(type(runner._context), "execute_async_v3", lambda self, stream_handle: False)
+        with pytest.raises(EngineRunError, match="could not run the engine") as caught:
+            runner.infer({"input": np.zeros((1, 3, 16, 16), np.float32)})
+        assert caught.value.exit_code == 6
+        with pytest.raises(ConvertError, match="iterations must be at least 1"):
+            runner.benchmark({"input": np.zeros((1, 3, 16, 16), np.float32)}, iterations=0)
+    assert not fakes[1].stack
+
+
 def test_runner_refuses_a_plan_from_another_tensorrt(fakes, classifier, monkeypatch):
     older = make_fake_tensorrt("8.6.1")
     monkeypatch.setitem(sys.modules, "tensorrt", older)
@@ -125,6 +139,45 @@ def test_runner_refuses_a_plan_from_another_tensorrt(fakes, classifier, monkeypa
     assert "not compatible with this version of TensorRT" in caught.value.message
     assert "rebuild" in caught.value.hint
     assert not fakes[1].stack
+
+
+def _install(monkeypatch, version: str, **options):
+    trt = make_fake_tensorrt(version, **options)
+    package, driver = make_fake_pycuda(trt)
+    for name, module in (("tensorrt", trt), ("pycuda", package), ("pycuda.driver", driver)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return trt, driver
+
+
+@pytest.mark.parametrize("version", ["10.3.0", "11.1.0"])
+def test_runner_converts_bf16_io(monkeypatch, classifier, version):
+    # trt.nptype raises TypeError for BF16; the runner carries BF16 bits and gives and takes float32.
+    _install(monkeypatch, version, io_types={"input": "BF16", "output": "BF16"})
+    plan = build_engine(classifier, BuildOptions(profiles=PROFILE, fp16=False, workspace=1 << 26)).plan
+    x = np.random.default_rng(2).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    with TrtRunner(plan) as runner:
+        out = runner.infer({"input": x})["output"]
+    assert out.dtype == np.float32 and out.shape == (2, 10)
+    # BF16 keeps 8 significant bits: the input is rounded, then the output.
+    np.testing.assert_allclose(out, reference(classifier, {"input": x}), rtol=2e-2, atol=2e-2)
+
+
+def test_bf16_conversion_rounds_to_nearest_even():
+    from orinkit.convert.trt.runner import _from_bf16, _to_bf16
+
+    values = np.array([1.0, 1.00390625, 1.01171875, -2.5, np.inf, 65504.0], np.float32)
+    # 1 + 2**-8 is halfway between 1 and 1 + 2**-7: ties go to the even mantissa (1.0); 1 + 3 * 2**-8 goes up.
+    assert _from_bf16(_to_bf16(values)).tolist() == [1.0, 1.0, 1.015625, -2.5, np.inf, 65536.0]
+    assert np.isnan(_from_bf16(_to_bf16(np.array([np.nan], np.float32))))[0]
+
+
+def test_runner_refuses_io_numpy_cannot_hold_by_name(monkeypatch, classifier):
+    trt, driver = _install(monkeypatch, "10.3.0", io_types={"output": "FP8"})
+    plan = build_engine(classifier, BuildOptions(profiles=PROFILE, fp16=False, workspace=1 << 26)).plan
+    with pytest.raises(ConvertError, match="tensor 'output' of the engine is FP8") as caught:
+        TrtRunner(plan)
+    assert "I/O" in caught.value.hint
+    assert not driver.stack and ("detach",) in driver.calls
 
 
 def _gpu_or_skip():

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from conftest import DATA
 from PIL import Image
 
-from conftest import DATA
+from orinkit.cli.repo import main as edge_repo
 from orinkit.lanes.model import build_lane_model
-from orinkit.repo.cli import main as edge_repo
 from orinkit.repo.errors import ModelExistsError
 from orinkit.repo.steps import ImagePreprocess, add_step
 from orinkit.server.testing import start_on_free_ports

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
 from orinkit.convert.errors import Fp16GraphError
 from orinkit.convert.fp16.graphs import float_tensors, onnx_module
 from orinkit.core.errors import ChildCrashedError

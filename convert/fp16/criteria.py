@@ -1,11 +1,11 @@
 """How close the FP16 candidate is to the FP32 reference, per output: the numeric criteria of the gate.
 
 The default criterion, ``range``, judges each output on its own scale: the largest error relative to the largest
-reference value (``max |fp16 - fp32| / max |fp32|``, at most 0.05) and the cosine similarity (at least 0.999). A classifier's logits, a
-detector's pixel coordinates and a softmax's probabilities are judged alike, and rounding noise of a model whose
-real FP16 agrees with FP32 (cosine >= 0.9999) stays far inside the defaults. ``elementwise`` is numpy.allclose's
-``atol + rtol * |fp32|`` per element, for outputs whose every digit matters. Either way inf/NaN where the
-reference is finite fails.
+reference value (``max |fp16 - fp32| / max |fp32|``, at most 0.05) and the cosine similarity (at least 0.999). A
+classifier's logits, a detector's pixel coordinates and a softmax's probabilities are judged alike, and rounding
+noise of a model whose real FP16 agrees with FP32 (cosine >= 0.9999) stays far inside the defaults. ``elementwise``
+is numpy.allclose's ``atol + rtol * |fp32|`` per element, for outputs whose every digit matters. Either way inf/NaN
+where the reference is finite fails.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from orinkit.convert.errors import ConvertError
 
 CRITERIA = ("range", "elementwise")

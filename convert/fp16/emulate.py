@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+
 from orinkit.convert.fp16.graphs import (
     float_producers,
     float_tensors,

@@ -101,7 +101,8 @@ def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metr
         result = metric.evaluate([dict(zip(names, outputs)) for outputs in reference],
                                  [dict(zip(names, outputs)) for outputs in candidate])
     finite = all(m.nonfinite == 0 for m in metrics)
-    return Verdict(metrics, result, finite and (result.passed if result is not None else all(m.passed for m in metrics)))
+    passed = result.passed if result is not None else all(m.passed for m in metrics)
+    return Verdict(metrics, result, finite and passed)
 
 
 class Fp16Gate:

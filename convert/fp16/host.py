@@ -10,6 +10,7 @@ import signal
 from collections.abc import Sequence
 
 import numpy as np
+
 from orinkit.convert.fp16.emulate import Emulator, activation_ranges
 from orinkit.convert.fp16.graphs import onnx_module
 from orinkit.core.failpoints import reach

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
 from orinkit.convert.errors import MetricError
 from orinkit.core.errors import OrinkitError
 
@@ -63,7 +64,8 @@ class TaskMetric:
                               hint="fix the metric function, or check that it fits this model's outputs") from exc
         if isinstance(value, MetricResult):
             agreement, detail = value.agreement, value.detail
-        elif isinstance(value, (bool, np.bool_)) or isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value)):
+        elif isinstance(value, (bool, np.bool_)) or (
+                isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value))):
             agreement, detail = float(value), ""
         else:
             raise MetricError(f"--metric {self.spec} returned {value!r}",

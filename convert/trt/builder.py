@@ -180,8 +180,12 @@ def _add_profile(builder, config, network, given: Mapping[str, InputProfile]) ->
             raise EngineBuildError(f"TensorRT rejects the shapes of '{name}': {exc}",
                                    hint=f"keep the rank {len(declared)} and min <= opt <= max") from exc
         used[name] = (tuple(shapes.min), tuple(shapes.opt), tuple(shapes.max))
-    if used:
-        config.add_optimization_profile(profile)
+    # IBuilderConfig::addOptimizationProfile returns -1 for a profile that fails isValid() (e.g. opt below min),
+    # which set_shape may let through; building on would fail later with a less telling error.
+    if used and config.add_optimization_profile(profile) < 0:
+        shown = "; ".join(f"'{n}' min {list(s[0])}, opt {list(s[1])}, max {list(s[2])}" for n, s in used.items())
+        raise EngineBuildError(f"TensorRT rejects the optimization profile ({shown})",
+                               hint="give every dynamic input shapes of one rank with min <= opt <= max")
     return used
 
 

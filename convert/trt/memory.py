@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from orinkit.jetson.memory import parse_meminfo
+
 GIB = 1 << 30
 TEGRA_RELEASE = Path("/etc/nv_tegra_release")
 MEMINFO = Path("/proc/meminfo")
@@ -27,14 +29,10 @@ def available_memory(*, tegra_release: Path = TEGRA_RELEASE, meminfo: Path = MEM
 
 def _mem_available(meminfo: Path) -> int | None:
     try:
-        lines = meminfo.read_text().splitlines()
+        memory = parse_meminfo(meminfo.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return None
-    for line in lines:
-        key, _, value = line.partition(":")
-        if key == "MemAvailable":
-            return int(value.split()[0]) * 1024  # the kernel reports kB
-    return None
+    return None if memory is None or memory.available_kb is None else memory.available_kb * 1024
 
 
 def _cuda_free() -> int:

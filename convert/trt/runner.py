@@ -8,12 +8,46 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
-from orinkit.convert.errors import ConvertError, StaleEngineError
+from orinkit.convert.errors import ConvertError, EngineRunError, StaleEngineError
 from orinkit.convert.trt.log import capturing_logger
 from orinkit.convert.trt.stats import BenchmarkReport, latency_stats
 from orinkit.core.optional import require
 
 __all__ = ["BenchmarkReport", "TrtRunner", "latency_stats"]
+
+
+def _host_types(trt, engine, names: tuple[str, ...]) -> tuple[dict[str, np.dtype], frozenset[str]]:
+    """The numpy type each I/O tensor's bytes have. ``trt.nptype`` raises TypeError for the TensorRT types numpy
+    lacks; BF16 is the upper half of a float32, so it is carried as uint16 bits and converted both ways, while the
+    packed FP8/INT4/FP4/E8M0 types would need a library to decode and are refused here, by name, up front.
+    Returns the types and the names of the BF16 tensors."""
+    types, bf16 = {}, set()
+    for name in names:
+        dtype = engine.get_tensor_dtype(name)
+        if dtype == getattr(trt, "bfloat16", None):  # TensorRT 10+
+            types[name] = np.dtype(np.uint16)
+            bf16.add(name)
+            continue
+        try:
+            types[name] = np.dtype(trt.nptype(dtype))
+        except TypeError:
+            raise ConvertError(f"tensor '{name}' of the engine is {getattr(dtype, 'name', dtype)}, which orinkit's "
+                               "runner cannot read or write",
+                               hint="build the engine with FP32, FP16, BF16 or integer I/O (cast at the model's "
+                                    "inputs and outputs)") from None
+    return types, frozenset(bf16)
+
+
+def _to_bf16(values: np.ndarray) -> np.ndarray:
+    """float32 → BF16 bits, rounding to nearest even as TensorRT's casts do; NaN stays a (quiet) NaN."""
+    values = np.ascontiguousarray(values, np.float32)
+    bits = values.view(np.uint32)
+    rounded = ((bits + (0x7FFF + ((bits >> 16) & 1))) >> 16).astype(np.uint16)
+    return np.where(np.isnan(values), ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def _from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
 class _Slot:
@@ -80,13 +114,15 @@ class TrtRunner:
             )
         self._context = self.engine.create_execution_context()
         if self._context is None:
-            raise ConvertError("TensorRT could not create an execution context",
+            raise EngineRunError("TensorRT could not create an execution context",
                                hint="free GPU memory (another process may hold it) and try again")
         self._stream = cuda.Stream()
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         is_input = {n: self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT for n in names}
         self.inputs = tuple(n for n in names if is_input[n])
         self.outputs = tuple(n for n in names if not is_input[n])
+        # BF16 tensors: callers give and get float32; the buffers hold the BF16 bits.
+        self._types, self._bf16 = _host_types(trt, self.engine, self.inputs + self.outputs)
 
     def __enter__(self) -> TrtRunner:
         return self
@@ -133,7 +169,7 @@ class TrtRunner:
                   duration_s: float | None = None) -> BenchmarkReport:
         """At least ``iterations`` runs and, if given, at least ``duration_s`` seconds of them (as trtexec)."""
         if iterations < 1:
-            raise ValueError("iterations must be at least 1")
+            raise ConvertError("iterations must be at least 1", hint="pass iterations=1 or more")
         cuda = self._cuda
         with self._active():
             for _ in range(warmup):
@@ -157,7 +193,7 @@ class TrtRunner:
         return self._slots[name]
 
     def _run(self, feeds: Mapping[str, np.ndarray], events) -> dict[str, np.ndarray]:
-        trt, cuda, engine, context, stream = self._trt, self._cuda, self.engine, self._context, self._stream
+        cuda, context, stream = self._cuda, self._context, self._stream
         missing = [n for n in self.inputs if n not in feeds]
         unknown = [n for n in feeds if n not in self.inputs]
         if missing or unknown:
@@ -167,7 +203,10 @@ class TrtRunner:
                 hint=f"the engine's inputs are {', '.join(self.inputs)}",
             )
         for name in self.inputs:
-            array = np.ascontiguousarray(feeds[name], dtype=trt.nptype(engine.get_tensor_dtype(name)))
+            if name in self._bf16:
+                array = _to_bf16(np.asarray(feeds[name], dtype=np.float32))
+            else:
+                array = np.ascontiguousarray(feeds[name], dtype=self._types[name])
             if not context.set_input_shape(name, array.shape):
                 raise ConvertError(f"input '{name}' of shape {list(array.shape)} does not fit the engine",
                                    hint="use a shape inside the optimization profile the plan was built with")
@@ -183,19 +222,19 @@ class TrtRunner:
                 raise ConvertError(f"output '{name}' has a data-dependent shape {list(shape)}",
                                    hint="orinkit's runner needs output shapes known from the input shapes")
             slot = self._slot(name)
-            hosts[name] = slot.fit(shape, trt.nptype(engine.get_tensor_dtype(name)))
+            hosts[name] = slot.fit(shape, self._types[name])
             context.set_tensor_address(name, int(slot.device))
         self._logger.clear()
         if events is not None:
             events[0].record(stream)
         if not context.execute_async_v3(stream.handle):
             stream.synchronize()
-            raise ConvertError("TensorRT could not run the engine: "
-                               + ("; ".join(self._logger.errors()) or "no error reported"),
-                               hint="check the input shapes and free GPU memory")
+            raise EngineRunError("TensorRT could not run the engine: "
+                                 + ("; ".join(self._logger.errors()) or "no error reported"),
+                                 hint="check the input shapes and free GPU memory")
         if events is not None:
             events[1].record(stream)
         for name, host in hosts.items():
             cuda.memcpy_dtoh_async(host, self._slots[name].device, stream)
         stream.synchronize()
-        return {name: host.copy() for name, host in hosts.items()}
+        return {name: _from_bf16(host) if name in self._bf16 else host.copy() for name, host in hosts.items()}

@@ -2,37 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from orinkit.core.stats import latency_stats
+
+__all__ = ["BenchmarkReport", "UNSTABLE_CV", "latency_stats"]
+
 # trtexec warns above this coefficient of variation of GPU compute time.
 UNSTABLE_CV = 0.01
-
-
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile of sorted samples, interpolated linearly (numpy's default method)."""
-    position = (len(ordered) - 1) * q / 100.0
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def latency_stats(samples_ms: Sequence[float]) -> dict[str, float]:
-    """count, min, max, mean, median, p90, p95, p99, std (population) and cv (std / mean) of the samples."""
-    if not samples_ms:
-        raise ValueError("latency_stats needs at least one sample")
-    ordered = sorted(float(s) for s in samples_ms)
-    count = len(ordered)
-    mean = math.fsum(ordered) / count
-    std = math.sqrt(math.fsum((s - mean) ** 2 for s in ordered) / count)
-    stats = {"count": float(count), "min": ordered[0], "max": ordered[-1], "mean": mean,
-             "median": percentile(ordered, 50)}
-    for q in (90, 95, 99):
-        stats[f"p{q}"] = percentile(ordered, q)
-    stats["std"] = std
-    stats["cv"] = std / mean if mean > 0 else 0.0
-    return stats
 
 
 @dataclass(frozen=True)

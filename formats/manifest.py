@@ -14,24 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orinkit.core.errors import EXIT_BAD_INPUT, OrinkitError
 from orinkit.core.files import atomic_write_text
+from orinkit.formats.errors import ManifestError
+from orinkit.formats.tensors import TensorSpec
 
 FORMAT_VERSION = 1
 SUFFIX = ".manifest.json"
-
-
-class ManifestError(OrinkitError):
-    exit_code = EXIT_BAD_INPUT
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """A plan I/O tensor with the engine's full shape, batch axis included; -1 marks a dynamic dimension."""
-
-    name: str
-    dtype: str  # Triton protocol name: FP32, FP16, INT32, ...
-    shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -43,8 +31,8 @@ class ProfileShape:
 
 @dataclass(frozen=True)
 class EngineManifest:
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[TensorInfo, ...]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
     # One dict per optimisation profile: input name → its min/opt/max shapes.
     profiles: tuple[dict[str, ProfileShape], ...] = ()
     precision: str = "fp32"
@@ -53,12 +41,15 @@ class EngineManifest:
     format_version: int = FORMAT_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+        data = asdict(self)
+        for key in ("inputs", "outputs"):  # the file's tensors carry their full engine shape as "shape"
+            data[key] = [{"name": t["name"], "dtype": t["dtype"], "shape": t["dims"]} for t in data[key]]
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EngineManifest:
-        def tensors(key: str) -> tuple[TensorInfo, ...]:
-            return tuple(TensorInfo(t["name"], t["dtype"], tuple(t["shape"])) for t in data.get(key, ()))
+        def tensors(key: str) -> tuple[TensorSpec, ...]:
+            return tuple(TensorSpec(t["name"], t["dtype"], tuple(t["shape"])) for t in data.get(key, ()))
 
         profiles = tuple(
             {name: ProfileShape(tuple(s["min"]), tuple(s["opt"]), tuple(s["max"])) for name, s in p.items()}
@@ -75,7 +66,7 @@ class EngineManifest:
 
     def max_batch(self) -> int:
         """The largest batch every profile admits for every input whose first axis is dynamic; 0 when none is."""
-        batched = [t.name for t in self.inputs if t.shape[:1] == (-1,)]
+        batched = [t.name for t in self.inputs if t.dims[:1] == (-1,)]
         if not batched or not self.profiles:
             return 0
         return min(max(p[name].max[0] for p in self.profiles if name in p) for name in batched)
@@ -109,31 +100,3 @@ def read_manifest(plan: str | os.PathLike[str]) -> EngineManifest:
 
 def write_manifest(plan: str | os.PathLike[str], manifest: EngineManifest) -> Path:
     return atomic_write_text(manifest_path(plan), manifest.to_json())
-
-
-def describe_engine(plan: str | os.PathLike[str]) -> EngineManifest:
-    """Read I/O and profiles from the plan itself, on a device with TensorRT (8.5 or newer: tensor-name API)."""
-    from orinkit.core.optional import require
-
-    trt = require("tensorrt")
-    runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-    engine = runtime.deserialize_cuda_engine(Path(plan).read_bytes())
-    if engine is None:
-        raise ManifestError(
-            f"{plan} does not load with TensorRT {trt.__version__} on this GPU",
-            hint="plans are tied to the TensorRT version and GPU that built them: rebuild it here with edge-convert",
-        )
-    from orinkit.repo.dtypes import from_tensorrt
-
-    inputs, outputs = [], []
-    for index in range(engine.num_io_tensors):
-        name = engine.get_tensor_name(index)
-        info = TensorInfo(name, from_tensorrt(engine.get_tensor_dtype(name)).triton,
-                          tuple(engine.get_tensor_shape(name)))
-        (inputs if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT else outputs).append(info)
-    profiles = tuple(
-        {t.name: ProfileShape(*(tuple(s) for s in engine.get_tensor_profile_shape(t.name, p))) for t in inputs}
-        for p in range(engine.num_optimization_profiles)
-    )
-    return EngineManifest(inputs=tuple(inputs), outputs=tuple(outputs), profiles=profiles,
-                          build={"tensorrt_version": trt.__version__})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.core.cli import OrinkitGroup
+from orinkit.cli.base import OrinkitGroup
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository, findings_json, server_defaults
 from orinkit.repo.configs import Runtime
@@ -167,7 +167,8 @@ def bls(spec, repository) -> None:
     from orinkit.repo.bls import BlsSpec, add_bls
 
     placed = add_bls(_repository(repository, False), BlsSpec.load(spec))
-    click.echo(f"placed BLS model {placed.name} ({len(json.loads(placed.config.parameters['chain'].string_value)['steps'])}"
+    steps = len(json.loads(placed.config.parameters["chain"].string_value)["steps"])
+    click.echo(f"placed BLS model {placed.name} ({steps}"
                f" steps) in {placed.path}")
 
 
@@ -301,3 +302,7 @@ def _print_states(server, as_json) -> None:
 def status(server, as_json) -> None:
     """Models, versions and their states on a running server."""
     _print_states(server, as_json)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 import numpy as np
 
+from orinkit.cli.base import CommandError, OrinkitCommand
 from orinkit.client.bench import bench
 from orinkit.client.errors import BenchError, InvalidInputError
-from orinkit.core.cli import CommandError, OrinkitCommand
 from orinkit.core.errors import OrinkitError
 
 
@@ -86,3 +86,7 @@ def main(url, model, concurrency, duration, requests, data, image, shared_memory
         raise CommandError(exc) from exc
     if as_json:
         click.echo(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

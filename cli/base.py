@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from orinkit.core.errors import OrinkitError
-from orinkit.core.signals import INTERRUPTED_EXIT, sigterm_as_interrupt
+from orinkit.core.errors import EXIT_INTERRUPTED, OrinkitError
+from orinkit.core.signals import sigterm_as_interrupt
 
 
 class CommandError(click.ClickException):
@@ -21,7 +21,7 @@ class CommandError(click.ClickException):
 
 
 class Interrupted(click.ClickException):
-    exit_code = INTERRUPTED_EXIT
+    exit_code = EXIT_INTERRUPTED
 
     def __init__(self) -> None:
         super().__init__("interrupted: stopped, and removed what was half-made")

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import click
+
+from orinkit.cli.base import CommandError, OrinkitCommand
 from orinkit.convert.errors import ConvertError, ShapeSpecError
 from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.pipeline import (
@@ -18,7 +20,6 @@ from orinkit.convert.pipeline import (
 )
 from orinkit.convert.samples import parse_ranges
 from orinkit.convert.shapes import parse_shapes
-from orinkit.core.cli import CommandError, OrinkitCommand
 from orinkit.core.errors import OrinkitError
 from orinkit.core.optional import require
 
@@ -132,7 +133,8 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
             return
         if (model is None) == (torch_factory is None):
             raise ConvertError("give either MODEL (an .onnx file) or --torch package.module:factory",
-                               hint="edge-convert model.onnx, or edge-convert --torch pkg.mod:build --input x:1x3x224x224")
+                               hint="edge-convert model.onnx, or edge-convert --torch pkg.mod:build "
+                                    "--input x:1x3x224x224")
         options = ConvertOptions(
             shapes=parse_shapes(shapes), min_shapes=parse_shapes(min_shapes, flag="--min-shapes"),
             opt_shapes=parse_shapes(opt_shapes, flag="--opt-shapes"),

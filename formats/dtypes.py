@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from orinkit.repo.errors import SignatureError
+from orinkit.formats.errors import FormatError
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def dtype(name: str) -> DType:
     if key.upper() == "STRING":
         found = _BY_TRITON["BYTES"]
     if found is None:
-        raise SignatureError(f"unknown dtype '{name}'", hint=f"use one of {', '.join(NAMES)}")
+        raise FormatError(f"unknown dtype '{name}'", hint=f"use one of {', '.join(NAMES)}")
     return found
 
 
@@ -62,7 +62,7 @@ def from_onnx(elem_type: int) -> DType:
     try:
         return _BY_ONNX[elem_type]
     except KeyError:
-        raise SignatureError(
+        raise FormatError(
             f"ONNX element type {elem_type} has no Triton equivalent", hint="cast that tensor in the model"
         ) from None
 
@@ -73,7 +73,7 @@ def from_tensorrt(value) -> DType:
     try:
         return _BY_TENSORRT[name.rpartition(".")[2]]
     except KeyError:
-        raise SignatureError(f"TensorRT type {name} has no Triton equivalent", hint="cast it in the model") from None
+        raise FormatError(f"TensorRT type {name} has no Triton equivalent", hint="cast it in the model") from None
 
 
 def from_numpy(value) -> DType:
@@ -83,4 +83,4 @@ def from_numpy(value) -> DType:
     try:
         return _BY_NUMPY[kind.name]
     except KeyError:
-        raise SignatureError(f"numpy dtype {kind} has no Triton equivalent", hint="cast it first") from None
+        raise FormatError(f"numpy dtype {kind} has no Triton equivalent", hint="cast it first") from None

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from orinkit.core.cli import OrinkitGroup
+from orinkit.cli.base import OrinkitGroup
+from orinkit.repo.journal import prepare_start, record_loaded
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
 from orinkit.server.errors import InvalidServerOptionError, RepositoryCheckError, RepositoryNotFoundError
 from orinkit.server.health import server_metadata
@@ -160,40 +161,6 @@ def _uid(user: str) -> int | None:
         return None
 
 
-def prepare_start(repository: Path, *, owner: int | None = None) -> list[str]:
-    """What a start does first: remove killed servers' shared memory (of user ``owner``, default this one), and
-    set aside versions no server loaded."""
-    from orinkit.repo.journal import quarantine_unproven
-    from orinkit.server.regions import remove_stale_regions
-
-    lines = []
-    removed = remove_stale_regions(owner=owner)
-    if removed.paths:
-        lines.append(removed.describe())
-    lines += [q.describe() for q in quarantine_unproven(repository)]
-    return lines
-
-
-def record_loaded(repository: Path, http_url: str) -> list[str]:
-    """Record every version the server loaded READY as proven (see orinkit.repo.journal)."""
-    from orinkit.repo.journal import record_proven
-    from orinkit.server.health import repository_index
-
-    ready: dict[str, set[int]] = {}
-    for entry in repository_index(http_url):
-        if entry.get("state") == "READY" and str(entry.get("version", "")).isdigit():
-            ready.setdefault(entry["name"], set()).add(int(entry["version"]))
-    lines = []
-    for name, versions in ready.items():
-        if (repository / name).is_dir():
-            try:
-                record_proven(repository / name, versions)
-            except OSError as exc:  # a read-only repository: the server runs; only the record is missing
-                lines.append(f"cannot record the loaded versions of {name} ({exc.strerror}): deploys to it are not "
-                             "protected from failing the next start")
-    return lines
-
-
 @main.command()
 @click.option("--repository", "-r", required=True, type=click.Path(path_type=Path))
 @click.option("--owner", default=None, help="The user the server runs as (default: this one): whose shared memory.")
@@ -290,7 +257,7 @@ def _service(name, user, pin_clocks=False, nvpmodel_mode=0, no_check_plans=False
 def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening, root, dry_run,
             pinned_pool_mb, cuda_pool_mb, **options) -> None:
     """Install tritonserver as a hardened systemd service (models loaded explicitly), or stage it with --root."""
-    from orinkit.systemd import install as installing
+    from orinkit.systemd import installer as installing
     from orinkit.systemd.unit import render_unit
 
     if options["model_control_mode"] == "none":
@@ -325,7 +292,7 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
 @click.option("--dry-run", is_flag=True)
 def uninstall(name, root, dry_run) -> None:
     """Disable and remove the service's unit; models and the user stay."""
-    from orinkit.systemd import install as installing
+    from orinkit.systemd import installer as installing
 
     plan = installing.uninstall(_service(name, "triton"), root=root, dry_run=dry_run)
     click.echo(plan.describe())
@@ -334,7 +301,7 @@ def uninstall(name, root, dry_run) -> None:
 def _control(action):
     @click.option("--name", default="tritonserver", show_default=True)
     def command(name, **kwargs) -> None:
-        from orinkit.systemd import install as installing
+        from orinkit.systemd import installer as installing
 
         click.echo(installing.control(action, _service(name, "triton"), **kwargs), nl=False)
 
@@ -346,3 +313,7 @@ def _control(action):
 
 for _action in ("start", "stop", "restart", "status", "logs"):
     _control(_action)
+
+
+if __name__ == "__main__":  # the systemd unit runs ``python -m orinkit.cli.serve``: the venv's own Python, no PATH
+    main()

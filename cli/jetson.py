@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.core.cli import OrinkitGroup
+from orinkit.cli.base import OrinkitGroup
 from orinkit.jetson.checks import warnings_for
 from orinkit.jetson.device import DeviceInfo, device_info
 from orinkit.jetson.triton import triton_version_at
@@ -92,3 +92,7 @@ def info(as_json: bool, triton_version: str | None, root: Path) -> None:
         click.echo("")
         for warning in warnings:
             click.echo(f"warning: {warning}")
+
+
+if __name__ == "__main__":
+    main()
