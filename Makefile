@@ -8,14 +8,24 @@ INSTALLED := $(VENV)/.orinkit-installed
 # disk (a matching pair: PyPI's torchvision does not import beside other torch builds); pinning them avoids
 # downloading several GB.
 TORCH ?= torch==2.14.1 torchvision==0.29.1
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export ORINKIT_CHROMIUM := $(CHROMIUM)
 
 .PHONY: demo test lint
 
 demo: $(INSTALLED)
 	$(PY) -m orinkit.lanes.demo $(ARGS)
 
-test: $(INSTALLED)
+test: $(INSTALLED) $(CHROMIUM)
 	$(PY) -m pytest $(ARGS)
+
+# The device page's browser tests drive Debian's chromium (about a minute and 500 MB on a fresh machine; as root,
+# or with sudo). Playwright's own browser download cannot be reached here and is never used.
+$(CHROMIUM):
+	command -v apt-get >/dev/null || { echo "install Chromium at $(CHROMIUM) (or set CHROMIUM=...)"; exit 1; }
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
@@ -27,5 +37,5 @@ $(PY):
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet --editable '.[server,test,torch]'
+	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet]'
 	touch $@

@@ -65,7 +65,8 @@ def _sampler(power: bool | None):
               help="Sample tegrastats for average power and energy per inference (default: on a Jetson).")
 @click.option("--json", "as_json", is_flag=True)
 def main(url, model, concurrency, duration, requests, data, image, shared_memory, power, as_json) -> None:
-    """Throughput and p50/p90/p95/p99 latency per concurrency level, orinkit vs plain tritonclient."""
+    """Throughput and p50/p90/p95/p99 latency per concurrency level, orinkit vs plain tritonclient, each beside
+    the server's own time per request (queue and compute, from its statistics for --model over the run)."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
         if duration is not None and requests is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -14,8 +15,15 @@ from orinkit.repo.check import check_repository, findings_json, server_defaults
 from orinkit.repo.configs import Runtime
 from orinkit.repo.deploy import deploy_version, load_versions, rollback
 from orinkit.repo.ensemble import EnsembleSpec, add_ensemble
-from orinkit.repo.errors import CheckFailedError, RepoError, SignatureError
-from orinkit.repo.options import INSTANCE_KINDS, ModelOptions, VersionPolicy
+from orinkit.repo.errors import CheckFailedError, RepoError, ServerAPIError, SignatureError
+from orinkit.repo.options import (
+    CORRELATION_TYPES,
+    INSTANCE_KINDS,
+    SEQUENCE_STRATEGIES,
+    ModelOptions,
+    SequenceBatching,
+    VersionPolicy,
+)
 from orinkit.repo.server_api import RepositoryAPI
 from orinkit.repo.signature import TensorSpec
 from orinkit.repo.steps import ImagePreprocess, TopK, add_step
@@ -35,7 +43,31 @@ def _repository(path: Path, create: bool) -> Path:
         raise RepoError(f"the repository {path} does not exist",
                         hint="check the path, or pass --create to start a new repository there")
     return path  # made with its first model, so a failed first add leaves nothing
-_SERVER = click.option("--server", default=None, help="gRPC URL of a server in explicit model control mode.")
+# Commands that only talk to a server default to the local one, as edge-bench and the Client do; deploy and
+# rollback change files first and touch a server only when --server names one (no server: files only).
+LOCAL_SERVER = "localhost:8001"
+_SERVER = click.option("--server", default=None,
+                       help="gRPC URL of a server in explicit model control mode to load the result on, e.g. "
+                            f"{LOCAL_SERVER}. Without it only the repository's files change.")
+
+
+def _local_server(help_text: str):
+    return click.option("--server", default=LOCAL_SERVER, show_default=True, help=help_text)
+
+
+@contextmanager
+def _reaching(server: str):
+    """A server that cannot be reached is named with the option that picks another: with the default, the user
+    may not know which address was tried."""
+    try:
+        yield
+    except ServerAPIError as exc:
+        cause = exc.__cause__
+        status = getattr(cause, "status", lambda: None)() or ""
+        if not status.endswith("UNAVAILABLE"):
+            raise
+        raise ServerAPIError(exc.message, hint=f"is tritonserver running at {server} (its gRPC port)? Pass "
+                                               "--server HOST:PORT to use another") from cause
 
 
 def _echo(message: str) -> None:
@@ -84,9 +116,19 @@ def main() -> None:
 @click.option("--extra-file", "extra_files", multiple=True, type=click.Path(path_type=Path),
               help="Another file for the version folder (Python models' helpers, labels).")
 @click.option("--parameter", "parameters", multiple=True, help="KEY=VALUE for the config's parameters (repeatable).")
+@click.option("--decoupled", is_flag=True, help="Python models that send any number of responses per request.")
+@click.option("--sequence", is_flag=True,
+              help="A stateful model: a sequence batcher feeding START, END (INT32 0/1) and CORRID inputs.")
+@click.option("--sequence-strategy", type=click.Choice(SEQUENCE_STRATEGIES), default=None,
+              help="With --sequence (default direct).")
+@click.option("--sequence-idle-us", type=int, default=None,
+              help="With --sequence: drop a sequence idle this long (default 10 s).")
+@click.option("--correlation-type", type=click.Choice(CORRELATION_TYPES), default=None,
+              help="With --sequence: CORRID's type (default UINT64).")
 def add(artifact, repository, create, name, runtime, version, max_batch_size, inputs, outputs, instances,
         instance_kind, dynamic_batching, preferred, queue_delay_us, version_policy, warmup, tensorrt_fp16,
-        execution_env, extra_files, parameters) -> None:
+        execution_env, extra_files, parameters, decoupled, sequence, sequence_strategy, sequence_idle_us,
+        correlation_type) -> None:
     """Place ARTIFACT (.plan, .onnx, .pt, .py, or a OneFlow folder) as a new model, config derived from it."""
     repository = _repository(repository, create)
     options = ModelOptions(
@@ -94,6 +136,7 @@ def add(artifact, repository, create, name, runtime, version, max_batch_size, in
         dynamic_batching=dynamic_batching, preferred_batch_sizes=preferred, max_queue_delay_us=queue_delay_us,
         version_policy=VersionPolicy.parse(version_policy) if version_policy else None, warmup=warmup,
         tensorrt_fp16=tensorrt_fp16, execution_env=execution_env, parameters=_parameters(parameters),
+        decoupled=decoupled, sequence=_sequence(sequence, sequence_strategy, sequence_idle_us, correlation_type),
     )
     placed = add_model(
         repository, artifact, name=name, runtime=runtime, version=version, options=options,
@@ -103,6 +146,17 @@ def add(artifact, repository, create, name, runtime, version, max_batch_size, in
     click.echo(f"placed {placed.name} version {placed.version} as {placed.runtime.value} in {placed.path}")
     if placed.note:
         click.echo(f"runtime: {placed.note}")
+
+
+def _sequence(wanted: bool, strategy, idle_us, correlation_type) -> SequenceBatching | None:
+    given = {"--sequence-strategy": strategy, "--sequence-idle-us": idle_us, "--correlation-type": correlation_type}
+    if not wanted:
+        stray = [flag for flag, value in given.items() if value is not None]
+        if stray:
+            raise click.UsageError(f"{', '.join(stray)} only apply with --sequence")
+        return None
+    chosen = {"strategy": strategy, "max_idle_us": idle_us, "correlation_type": correlation_type}
+    return SequenceBatching(**{k: v for k, v in chosen.items() if v is not None})
 
 
 @main.group(cls=OrinkitGroup)
@@ -202,8 +256,10 @@ def _positional_repository(given: Path | None, option: Path | None) -> Path:
 @click.option("--portable", is_flag=True,
               help="Judge only what holds on any server: skip this machine's backends and Python (a repository "
                    "made here for the Orin).")
+@click.option("--disable-auto-complete-config", "no_auto_complete", is_flag=True,
+              help="Judge as a server started with this flag: every model needs a complete config.pbtxt.")
 @click.option("--json", "as_json", is_flag=True, help="Findings as JSON on standard output.")
-def check(repository_arg, repository, backend_directory, python, portable, as_json) -> None:
+def check(repository_arg, repository, backend_directory, python, portable, no_auto_complete, as_json) -> None:
     """Find what tritonserver would refuse, without starting one. Exits 4 when there are errors."""
     repository = _positional_repository(repository_arg, repository)
     if not repository.is_dir():
@@ -217,14 +273,18 @@ def check(repository_arg, repository, backend_directory, python, portable, as_js
         python = python or found_python
         if note:
             _echo(note)
-    findings = check_repository(repository, backend_directory=backend_directory, python=python)
+    findings = check_repository(repository, backend_directory=backend_directory, python=python,
+                                auto_complete=not no_auto_complete)
     if as_json:
         click.echo(findings_json(findings))
     else:
         for finding in findings:
             click.echo(str(finding))
     errors = sum(f.severity == "error" for f in findings)
-    summary = f"{errors} error(s), {len(findings) - errors} warning(s) in {repository}"
+    warnings = sum(f.severity == "warning" for f in findings)
+    notes = len(findings) - errors - warnings
+    summary = (f"{errors} error(s), {warnings} warning(s)" + (f", {notes} note(s)" if notes else "")
+               + f" in {repository}")
     if errors:
         raise CheckFailedError(summary, findings=findings, hint="fix the errors listed above")
     _echo(summary)
@@ -238,7 +298,8 @@ def check(repository_arg, repository, backend_directory, python, portable, as_js
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for READY.")
 def deploy(name, artifact, repository, server, timeout) -> None:
     """Add ARTIFACT as the next version of NAME; with --server, load it and wait until it is READY."""
-    result = deploy_version(repository, name, artifact, server=server, timeout_s=timeout, progress=_echo)
+    with _reaching(server):
+        result = deploy_version(repository, name, artifact, server=server, timeout_s=timeout, progress=_echo)
     click.echo(f"deployed {result.name} version {result.version}"
                + (f"; serving {list(result.serving)}" if server else ""))
 
@@ -250,18 +311,20 @@ def deploy(name, artifact, repository, server, timeout) -> None:
 @click.option("--timeout", type=float, default=300.0, show_default=True)
 def rollback_command(name, repository, server, timeout) -> None:
     """Take NAME's latest version out of service so that the previous one serves again."""
-    result = rollback(repository, name, server=server, timeout_s=timeout, progress=_echo)
+    with _reaching(server):
+        result = rollback(repository, name, server=server, timeout_s=timeout, progress=_echo)
     click.echo(f"rolled {result.name} back from version {result.rolled_back} to {result.now_latest}")
 
 
 @main.command("load")
 @click.argument("name")
 @_REPO
-@click.option("--server", required=True, help="gRPC URL of a server in --model-control-mode explicit.")
+@_local_server("gRPC URL of a server in --model-control-mode explicit.")
 @click.option("--timeout", type=float, default=300.0, show_default=True)
 def load_command(name, repository, server, timeout) -> None:
     """Load NAME on the server, putting back versions a start set aside; what loads is recorded as serving."""
-    result = load_versions(repository, name, server=server, timeout_s=timeout, progress=_echo)
+    with _reaching(server):
+        result = load_versions(repository, name, server=server, timeout_s=timeout, progress=_echo)
     click.echo(f"{result.name}: serving {list(result.serving)}"
                + (f"; put back {list(result.reinstated)}" if result.reinstated else "")
                + (f"; set aside again {list(result.refused)}" if result.refused else ""))
@@ -269,39 +332,101 @@ def load_command(name, repository, server, timeout) -> None:
 
 @main.command("unload")
 @click.argument("name")
-@click.option("--server", required=True, help="gRPC URL of a server in --model-control-mode explicit.")
+@_local_server("gRPC URL of a server in --model-control-mode explicit.")
 def unload_command(name, server) -> None:
     """Unload NAME from the server (its files stay; edge-repo load brings it back)."""
-    with RepositoryAPI(server) as api:
+    with _reaching(server), RepositoryAPI(server) as api:
         api.unload(name)
         api.wait_unloaded(name, 60.0)
     click.echo(f"unloaded {name} from {server}")
 
 
 @main.command("index")
-@click.option("--server", required=True, help="gRPC URL of the server.")
+@_local_server("gRPC URL of the server.")
 @click.option("--json", "as_json", is_flag=True)
 def index_command(server, as_json) -> None:
     """Every model the server's repository holds, with its versions' states (loaded or not)."""
     _print_states(server, as_json)
 
 
-def _print_states(server, as_json) -> None:
-    with RepositoryAPI(server) as api:
+def _print_states(server, as_json, *, counts: bool = False) -> None:
+    with _reaching(server), RepositoryAPI(server) as api:
         states = api.index()
-    if as_json:
-        click.echo(json.dumps([asdict(s) for s in states], indent=2))
-        return
+        # Read after the index: a version loaded in between has counts and no state, and is left out.
+        statistics = api.statistics() if counts else {}
+    rows = []
     for s in states:
-        click.echo(f"{s.name:24} {s.version or '-':>7}  {s.state or 'NOT LOADED':12} {s.reason}")
+        row = asdict(s)
+        if counts:
+            stats = statistics.get((s.name, s.version))
+            row.update({key: getattr(stats, key) if stats else None for key in _COUNTS})
+        rows.append(row)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        line = f"{row['name']:24} {row['version'] or '-':>7}  {row['state'] or 'NOT LOADED':12}"
+        if counts:
+            line += (f" {row['success_count']:>9} ok {row['failure_count']:>7} failed {row['inference_count']:>9} "
+                     "inferences" if row["success_count"] is not None else f" {'':45}")
+        click.echo(f"{line} {row['reason']}".rstrip())
+
+
+# Cumulative since each version loaded: edge-bench, or Client.statistics(), measures a change over a run.
+_COUNTS = ("success_count", "failure_count", "inference_count", "execution_count")
 
 
 @main.command()
-@click.option("--server", required=True, help="gRPC URL of the server.")
+@_local_server("gRPC URL of the server.")
 @click.option("--json", "as_json", is_flag=True)
 def status(server, as_json) -> None:
-    """Models, versions and their states on a running server."""
-    _print_states(server, as_json)
+    """Models, versions and their states on a running server, with each loaded version's successful and failed
+    requests and inferences since it loaded."""
+    _print_states(server, as_json, counts=True)
+
+
+def _gates(items: tuple[str, ...], rtol: float, atol: float) -> dict:
+    from orinkit.fleet.push import GateFile
+
+    gates = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise RepoError(f"--gate '{item}' is not NAME=FILE.npz", hint="write e.g. --gate net=golden.npz")
+        gates[name] = GateFile(Path(path), rtol=rtol, atol=atol)
+    return gates
+
+
+@main.command("push")
+@click.argument("repository", type=click.Path(path_type=Path))
+@click.argument("url", metavar="s3://BUCKET/PREFIX")
+@click.option("--model", "models", multiple=True, help="Push only this model (repeatable; default: every model).")
+@click.option("--version", "version", type=int, default=None, help="Push only this version of each model.")
+@click.option("--endpoint-url", default=None,
+              help="The S3 endpoint, e.g. http://minio:9000 (default: AWS_ENDPOINT_URL, else AWS).")
+@click.option("--gate", "gates", multiple=True, metavar="NAME=FILE.npz",
+              help="A health gate for model NAME: an .npz with arrays 'input:<INPUT>' (the golden input) and "
+                   "'output:<OUTPUT>' (the answer expected); each device checks it before serving the version.")
+@click.option("--rtol", type=float, default=1e-3, show_default=True, help="The gates' relative tolerance.")
+@click.option("--atol", type=float, default=1e-5, show_default=True, help="The gates' absolute tolerance.")
+@click.option("--unproven", is_flag=True,
+              help="Also push versions no server has loaded here (by default only versions edge-repo deploy "
+                   "--server or edge-repo load have loaded READY are pushed).")
+def push(repository, url, models, version, endpoint_url, gates, rtol, atol, unproven) -> None:
+    """Upload model versions of REPOSITORY to the bucket, immutably: files first (sha256 as they stream), the
+    manifest last. A version already there is never overwritten (the same files again: nothing to do; other
+    files: exit 4, push a new version number instead). Credentials come from boto3's standard configuration
+    (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION, or a profile)."""
+    from orinkit.fleet.bucket import Bucket
+    from orinkit.fleet.push import push_repository
+
+    bucket = Bucket(url, endpoint_url=endpoint_url)
+    manifests = push_repository(repository, bucket, models=models or None,
+                                versions=[version] if version is not None else None,
+                                gates=_gates(gates, rtol, atol), unproven=unproven, progress=_echo)
+    for manifest in manifests:
+        gate = " with gate" if manifest.gate else ""
+        click.echo(f"{manifest.model} version {manifest.version}: {len(manifest.files)} files{gate} in {bucket.url}")
 
 
 if __name__ == "__main__":

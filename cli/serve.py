@@ -9,7 +9,6 @@ from pathlib import Path
 import click
 
 from orinkit.cli.base import OrinkitGroup
-from orinkit.repo.journal import prepare_start, record_loaded
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
 from orinkit.server.errors import InvalidServerOptionError, RepositoryCheckError, RepositoryNotFoundError
 from orinkit.server.health import server_metadata
@@ -23,9 +22,12 @@ class _Interrupted(Exception):
 
 def _server_options(func):
     decorators = [
-        click.argument("repository_arg", metavar="[REPOSITORY]", required=False, type=click.Path(path_type=Path)),
-        click.option("--repository", "-r", default=None, type=click.Path(path_type=Path),
-                     help="Model repository folder (one subfolder per model); or give it as the argument."),
+        # Plain strings: a Path would fold s3://bucket into s3:/bucket.
+        click.argument("repository_arg", metavar="[REPOSITORY]", required=False),
+        click.option("--repository", "-r", default=None,
+                     help="Model repository folder (one subfolder per model), or s3://[HOST:PORT/]BUCKET/PREFIX "
+                          "for a server build that reads S3 (not Jetson's; explicit mode); or give it as the "
+                          "argument."),
         click.option("--triton-home", type=click.Path(path_type=Path), default=None,
                      help=f"Triton release folder (bin/, lib/, backends/); default ${HOME_ENV}, "
                           "/opt/tritonserver, then the server bundled in nvidia-pytriton."),
@@ -59,7 +61,7 @@ def _server_options(func):
 
 def _command(triton_home, *, repository_arg=None, backend_cache=None, assemble_backends=True, **options):
     given, option = repository_arg, options.pop("repository", None)
-    if given is not None and option is not None and Path(given) != Path(option):
+    if given is not None and option is not None and _same(given) != _same(option):
         raise InvalidServerOptionError(f"two repositories given: {given} and --repository {option}",
                                        hint="give one of them")
     if given is None and option is None:
@@ -67,6 +69,10 @@ def _command(triton_home, *, repository_arg=None, backend_cache=None, assemble_b
     install = locate_tritonserver(triton_home)
     return build_command(install, ServerOptions(repository=given or option, **options), backend_cache=backend_cache,
                          assemble_backends=assemble_backends)
+
+
+def _same(repository: str) -> str | Path:
+    return repository if repository.startswith("s3://") else Path(repository).resolve()
 
 
 @click.group(cls=OrinkitGroup)
@@ -94,13 +100,21 @@ def command(triton_home, **options) -> None:
 @click.option("--no-check", is_flag=True, help="Start without edge-repo check's judgement of the repository.")
 def run(triton_home, ready_timeout, log_file, no_check, **options) -> None:
     """Start tritonserver in the foreground; Ctrl-C or SIGTERM stops it and everything it started."""
+    # Here, not at the top: orinkit.repo brings tritonclient.grpc and numpy, which `edge-serve ui` does without.
+    from orinkit.repo.journal import prepare_start, record_loaded
+
     cmd = _command(triton_home, **options)
     process = TritonProcess(cmd, log=log_file or sys.stderr)
     process.preflight()
-    for line in prepare_start(cmd.options.repository):
-        click.echo(line, err=True)
-    if not no_check:
-        check_before_start(cmd)
+    remote = cmd.options.remote
+    if remote and no_check:
+        raise InvalidServerOptionError("--no-check does not apply to an S3 repository: nothing is checked there",
+                                       hint="drop --no-check (the server reports what fails at load)")
+    if not remote:  # an S3 repository is the bucket's: no local journal to prepare, no folder to check
+        for line in prepare_start(cmd.options.repository):
+            click.echo(line, err=True)
+        if not no_check:
+            check_before_start(cmd)
 
     def interrupt(signum, frame):
         raise _Interrupted(signal.Signals(signum).name)
@@ -114,7 +128,7 @@ def run(triton_home, ready_timeout, log_file, no_check, **options) -> None:
         click.echo(f"  HTTP     {cmd.http_url}")
         click.echo(f"  metrics  {cmd.metrics_url}")
         click.echo(f"  models   {cmd.options.repository}")
-        for line in record_loaded(cmd.options.repository, cmd.http_url):
+        for line in ([] if remote else record_loaded(cmd.options.repository, cmd.http_url)):
             click.echo(line, err=True)
         click.echo("Ctrl-C or SIGTERM stops it.")
         while process.wait(timeout_s=2.0) is None:
@@ -167,6 +181,8 @@ def _uid(user: str) -> int | None:
 def prepare(repository, owner) -> None:
     """Before a start (the unit's ExecStartPre): remove the shared memory of killed servers, and set aside the
     model versions no server has loaded, so they cannot fail the start."""
+    from orinkit.repo.journal import prepare_start
+
     uid = None if owner is None else _uid(owner)
     if owner is not None and uid is None:
         uid = -1  # nobody's regions: leave them all
@@ -186,6 +202,7 @@ def prepare(repository, owner) -> None:
 @click.option("--owner", default=None, help="Then make this user's Python-backend shared memory private (0600).")
 def wait_ready(http_url, timeout, repository, owner) -> None:
     """Exit 0 once /v2/health/ready answers, 6 after --timeout (systemd's ExecStartPost)."""
+    from orinkit.repo.journal import record_loaded
     from orinkit.server.errors import ServerStartError
     from orinkit.server.health import is_ready, wait_until
     from orinkit.server.regions import make_private
@@ -254,9 +271,21 @@ def _service(name, user, pin_clocks=False, nvpmodel_mode=0, no_check_plans=False
 @click.option("--pinned-pool-mb", type=int, default=64, show_default=True,
               help="Triton's pinned memory pool; CPU and GPU share the Orin's DRAM, so keep it small.")
 @click.option("--cuda-pool-mb", type=int, default=64, show_default=True)
+@click.option("--ui", "with_ui", is_flag=True, help="Also install the device page (edge-serve ui) as its own service.")
+@click.option("--ui-host", default=None, help="With --ui: the page's address (default 127.0.0.1; others need a token).")
+@click.option("--ui-port", type=int, default=None, help="With --ui: the page's port (default 8080).")
+@click.option("--ui-token-file", type=click.Path(path_type=Path), default=None,
+              help="With --ui: the token file, handed to the page as a systemd credential (made, 0600, if missing).")
+@click.option("--ui-allow-control", is_flag=True, help="With --ui: load/unload/rollback from the page.")
 def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening, root, dry_run,
-            pinned_pool_mb, cuda_pool_mb, **options) -> None:
+            pinned_pool_mb, cuda_pool_mb, with_ui, ui_host, ui_port, ui_token_file, ui_allow_control,
+            **options) -> None:
     """Install tritonserver as a hardened systemd service (models loaded explicitly), or stage it with --root."""
+    ui_given = {"--ui-host": ui_host, "--ui-port": ui_port, "--ui-token-file": ui_token_file,
+                "--ui-allow-control": ui_allow_control or None}
+    stray = [flag for flag, value in ui_given.items() if value is not None]
+    if stray and not with_ui:
+        raise click.UsageError(f"{', '.join(stray)} only apply with --ui")
     from orinkit.systemd import installer as installing
     from orinkit.systemd.unit import render_unit
 
@@ -266,7 +295,13 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
         options["repository"], options["repository_arg"] = options["repository_arg"], None
     if not options.get("repository"):
         raise InvalidServerOptionError("no model repository given", hint="edge-serve install MODELS (or --repository)")
+    if str(options["repository"]).startswith("s3://"):
+        raise InvalidServerOptionError("the service is for an Orin, whose tritonserver cannot read s3:// repositories",
+                                       hint="install with a local folder and let edge-fleet agent fill it from the "
+                                            "bucket")
     repository = Path(options["repository"])
+    page_options = _ui_options(options["grpc_port"], ui_host, ui_port, ui_token_file, ui_allow_control,
+                               repository.resolve()) if with_ui else None
     if options["model_control_mode"] == "explicit" and not options["load_models"]:
         options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()
                                               if (p / "config.pbtxt").is_file())) if repository.is_dir() else ()
@@ -280,10 +315,51 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
     if root is not None:
         cmd = cmd.relocated(base)
     service = _service(name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening)
+    ui = _ui_unit(page_options, service) if page_options is not None else None
     plan = installing.install(render_unit(cmd, service).render(), service, root=root, dry_run=dry_run)
     click.echo(plan.describe())
     click.echo(("would install " if dry_run else "installed ") + service.unit_name
                + ("" if plan.changed else " (nothing changed)"))
+    if ui is not None:
+        page, text = ui
+        if ui_token_file is not None:
+            _ensure_token(ui_token_file, base, dry_run)
+        plan = installing.install(text, page, root=root, dry_run=dry_run)
+        click.echo(plan.describe())
+        click.echo(("would install " if dry_run else "installed ") + page.unit_name
+                   + ("" if plan.changed else " (nothing changed)"))
+
+
+def _ui_options(grpc_port, host, port, token_file, allow_control, repository):
+    """The page's options, pointed at the server's gRPC port on loopback; refused before anything is written."""
+    from orinkit.systemd.ui_unit import UiOptions
+
+    return UiOptions(grpc_url=f"localhost:{grpc_port}", host=host or "127.0.0.1", port=port or 8080,
+                     repository=repository, allow_control=allow_control, token_file=token_file)
+
+
+def _ui_unit(options, service):
+    from orinkit.systemd.ui_unit import render_ui_unit, ui_service
+
+    page = ui_service(service)
+    return page, render_ui_unit(options, page, server_unit=service.unit_name).render()
+
+
+def _ensure_token(path: Path, base: Path, dry_run: bool) -> None:
+    """A token file that does not exist yet is made (random, 0600, root's): the page reads it as a credential."""
+    import secrets
+
+    from orinkit.core.files import atomic_write_text
+
+    target = base / Path(path).relative_to("/") if Path(path).is_absolute() else base / path
+    if target.exists():
+        return
+    if dry_run:
+        click.echo(f"would write a new page token to {target}")
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, secrets.token_urlsafe(32) + "\n", mode=0o600)
+    click.echo(f"wrote a new page token to {target} (open the page with ?token=<its content>)")
 
 
 @main.command()
@@ -291,11 +367,47 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
 @click.option("--root", type=click.Path(path_type=Path), default=None)
 @click.option("--dry-run", is_flag=True)
 def uninstall(name, root, dry_run) -> None:
-    """Disable and remove the service's unit; models and the user stay."""
+    """Disable and remove the service's unit (and the device page's, if installed); models and the user stay."""
     from orinkit.systemd import installer as installing
+    from orinkit.systemd.ui_unit import ui_service
 
-    plan = installing.uninstall(_service(name, "triton"), root=root, dry_run=dry_run)
+    service = _service(name, "triton")
+    page = ui_service(service)
+    base = Path(root) if root is not None else Path("/")
+    if (base / "etc/systemd/system" / page.unit_name).exists():
+        click.echo(installing.uninstall(page, root=root, dry_run=dry_run).describe())
+    plan = installing.uninstall(service, root=root, dry_run=dry_run)
     click.echo(plan.describe())
+
+
+@main.command("ui")
+@click.option("--url", default="localhost:8001", show_default=True,
+              help="Triton's gRPC address (the try panel and control).")
+@click.option("--http-url", default=None,
+              help="Triton's HTTP address (the models panel); default: --url's host on port 8000, e.g. "
+                   "http://localhost:8000.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address the page listens on; off loopback it needs a token (or use an SSH tunnel).")
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--token", default=None, help="Bearer token every /api request must carry (visible in ps: prefer "
+                                            "--token-file).")
+@click.option("--token-file", type=click.Path(path_type=Path), default=None, help="Read the token from this file.")
+@click.option("--generate-token", is_flag=True, help="Make a random token and print the URL that carries it once.")
+@click.option("--repository", "-r", type=click.Path(path_type=Path), default=None,
+              help="The server's model repository: labels files, and the folder control acts on.")
+@click.option("--allow-control", is_flag=True, help="Show load/unload/rollback (the rules of edge-repo).")
+@click.option("--max-upload-bytes", type=int, default=None,
+              help="Largest image the try panel takes (default: the image step's limit, 16 MiB).")
+@click.option("--max-pixels", type=int, default=None, help="Most pixels an image may have (default: the image "
+                                                             "step's limit).")
+def ui(url, **options) -> None:
+    """Serve the device page: models, board power and heat, and a panel to try a model on an image."""
+    import logging
+
+    from orinkit.ui import serve_ui
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    serve_ui(url, echo=click.echo, **options)
 
 
 def _control(action):

@@ -12,7 +12,12 @@ import numpy as np
 from orinkit.client.client import Client
 from orinkit.client.errors import BenchError, InvalidInputError
 from orinkit.client.model import ModelInfo
+from orinkit.client.statistics import ModelStatistics, delta, model_statistics, total
 from orinkit.core.stats import percentile
+
+# After a run the server may record its last requests' statistics a moment after their answers reached the
+# client: wait this long at most for its counts to catch up with the client's.
+STATISTICS_SETTLE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class LevelResult:
     p95_ms: float | None  # None when no request succeeded (JSON has no NaN)
     p99_ms: float | None
     first_error: str | None = None  # what the first failed request was told
+    mean_ms: float | None = None  # mean latency seen by the client, to set beside the server's mean time
 
 
 def _percentile(sorted_ms: Sequence[float], q: float) -> float | None:
@@ -82,7 +88,8 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
     ordered = sorted(latencies)
     return LevelResult(concurrency, len(ordered), errors[0], round(seconds, 3), len(ordered) / seconds,
                        _percentile(ordered, 50), _percentile(ordered, 90), _percentile(ordered, 95),
-                       _percentile(ordered, 99), first_error[0] if first_error else None)
+                       _percentile(ordered, 99), first_error[0] if first_error else None,
+                       sum(ordered) / len(ordered) if ordered else None)
 
 
 def random_inputs(info: ModelInfo, *, seed: int = 0, payload: bytes | None = None) -> dict[str, np.ndarray]:
@@ -159,36 +166,86 @@ def _measured_power(sampler_factory, run):
     return result, power
 
 
+class ServerTimes:
+    """Server statistics of one model around a run: ``start()`` before, ``stop(requests)`` after."""
+
+    def __init__(self, url: str, model: str) -> None:
+        from orinkit.client.channel import connect
+
+        self.url, self.model = url, model
+        self._grpc = connect(url, tls=None)
+        self._before: dict = {}
+
+    def _snapshot(self) -> dict:
+        return model_statistics(self._grpc, self.model, timeout_s=30.0, url=self.url)
+
+    def start(self) -> None:
+        self._before = self._snapshot()
+
+    def stop(self, requests: int) -> ModelStatistics:
+        """What the server did for ``model`` (every version) since ``start()``, once it has counted at least
+        ``requests`` successes or the settling time is over (other clients' requests count too)."""
+        deadline = time.monotonic() + STATISTICS_SETTLE_S
+        while True:
+            change = total(delta(self._before, self._snapshot()), self.model)
+            if change.success_count >= requests or time.monotonic() >= deadline:
+                return change
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self._grpc.close()
+
+
+def server_summary(change: ModelStatistics) -> dict:
+    """A run's server side for the report: counts, and mean milliseconds per successful request."""
+    return {"requests": change.success_count, "failures": change.failure_count,
+            "executions": change.execution_count, "inferences": change.inference_count,
+            "queue_ms": change.mean_queue_ms, "compute_input_ms": change.mean_compute_input_ms,
+            "compute_infer_ms": change.mean_compute_infer_ms, "compute_output_ms": change.mean_compute_output_ms,
+            "server_ms": change.mean_server_ms, "request_ms": change.mean_request_ms}
+
+
 def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: float | None = 5.0,
           requests: int | None = None, inputs: Mapping[str, np.ndarray] | None = None, payload: bytes | None = None,
           shared_memory: str | None = None, power_sampler=None, progress=lambda message: None) -> dict:
     """Each concurrency level through orinkit and through plain tritonclient, with the throughput ratio.
     ``payload`` fills BYTES inputs (an encoded image). ``power_sampler`` (e.g. ``orinkit.jetson.TegrastatsSampler``
-    on a Jetson) adds average power and energy per inference for orinkit's run. Raises BenchError when every
-    request of a level failed, with what the server said."""
+    on a Jetson) adds average power and energy per inference for orinkit's run. Each side of a level also holds
+    ``server``: the server's own statistics for ``model`` over that run (queue and compute time per request), so
+    the client's latency can be split into the server's time and the rest (network, (de)serialisation). Raises
+    BenchError when every request of a level failed, with what the server said."""
     with Client(url, model) as probe:
         info = probe.info
     inputs = dict(inputs) if inputs is not None else random_inputs(info, payload=payload)
     report = {"url": url, "model": model, "shared_memory": shared_memory, "levels": []}
-    for level in levels:
-        clients: list = []
-        try:
-            ours, power = _measured_power(power_sampler, lambda clients=clients, level=level: run_load(
-                orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
-                concurrency=level, duration_s=duration_s, requests=requests))
-            base = run_load(tritonclient_call(url, model, inputs, info, clients), concurrency=level,
-                            duration_s=duration_s, requests=requests)
-        finally:
-            for client in clients:
-                client.close()
-        entry = {"concurrency": level, "orinkit": asdict(ours), "tritonclient": asdict(base), "power": power,
-                 "throughput_ratio": ours.throughput / base.throughput if base.throughput else None}
-        report["levels"].append(entry)
-        progress(format_level(entry))
-        if ours.requests == 0 and ours.errors:
-            raise BenchError(f"every request to '{model}' failed at concurrency {level}: {ours.first_error}",
-                             hint="send inputs the model takes (--data FILE.npz, --image FILE); the message above "
-                                  "is the server's", report=report)
+    server = ServerTimes(url, model)
+    try:
+        for level in levels:
+            clients: list = []
+            try:
+                server.start()
+                ours, power = _measured_power(power_sampler, lambda clients=clients, level=level: run_load(
+                    orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
+                    concurrency=level, duration_s=duration_s, requests=requests))
+                ours_server = server_summary(server.stop(ours.requests))
+                server.start()
+                base = run_load(tritonclient_call(url, model, inputs, info, clients), concurrency=level,
+                                duration_s=duration_s, requests=requests)
+                base_server = server_summary(server.stop(base.requests))
+            finally:
+                for client in clients:
+                    client.close()
+            entry = {"concurrency": level, "orinkit": {**asdict(ours), "server": ours_server},
+                     "tritonclient": {**asdict(base), "server": base_server}, "power": power,
+                     "throughput_ratio": ours.throughput / base.throughput if base.throughput else None}
+            report["levels"].append(entry)
+            progress(format_level(entry))
+            if ours.requests == 0 and ours.errors:
+                raise BenchError(f"every request to '{model}' failed at concurrency {level}: {ours.first_error}",
+                                 hint="send inputs the model takes (--data FILE.npz, --image FILE); the message "
+                                      "above is the server's", report=report)
+    finally:
+        server.close()
     return report
 
 
@@ -202,9 +259,22 @@ def format_level(entry: dict) -> str:
                 f"p95 {ms(r['p95_ms'])}  p99 {ms(r['p99_ms'])} ms  ({r['requests']} ok, {r['errors']} failed"
                 f"{failed})")
 
+    def server_row(r):
+        times = r.get("server")
+        if not times:
+            return []
+        if times["server_ms"] is None:
+            return [f"  {'':12} server: no successful request ({times['failures']} failed)"]
+        mean = "-" if r.get("mean_ms") is None else f"{r['mean_ms']:.2f}"
+        return [f"  {'':12} server {times['server_ms']:.2f} of {mean} ms mean per request (queue "
+                f"{times['queue_ms']:.2f}, input {times['compute_input_ms']:.2f}, infer "
+                f"{times['compute_infer_ms']:.2f}, output {times['compute_output_ms']:.2f}; {times['requests']} ok, "
+                f"{times['failures']} failed at the server)"]
+
     ratio = entry["throughput_ratio"]
     lines = [f"concurrency {entry['concurrency']}:", row("orinkit", entry["orinkit"]),
-             row("tritonclient", entry["tritonclient"]),
+             *server_row(entry["orinkit"]), row("tritonclient", entry["tritonclient"]),
+             *server_row(entry["tritonclient"]),
              f"  throughput ratio orinkit / tritonclient: {'-' if ratio is None else f'{ratio:.3f}'}"]
     power = entry.get("power")
     if power and power.get("input_power_mw") is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from orinkit.client import sequence as sequences
 from orinkit.client.channel import TLS, connect
 from orinkit.client.errors import (
     ClientClosedError,
@@ -18,8 +19,10 @@ from orinkit.client.errors import (
     InvalidInputError,
     ModelNotFoundError,
     ModelNotReadyError,
+    SequenceError,
     ServerUnavailableError,
     SharedMemoryRegionLostError,
+    decoupled_error,
     map_exception,
 )
 from orinkit.client.model import ModelInfo, prepare_inputs
@@ -173,26 +176,30 @@ class Client:
     def _deadline(self) -> float | None:
         return None if self.timeout_s is None else time.monotonic() + self.timeout_s
 
-    def _with_retry(self, call, deadline: float | None, *, region_lost=None):
+    def _with_retry(self, call, deadline: float | None, *, region_lost=None, attempts: int | None = None,
+                    budget_s: float | None = None):
         """``call(seconds_left)`` until it succeeds, retrying UNAVAILABLE (and, with ``region_lost``, a shared
-        memory region the server forgot) until ``deadline``; the most specific ClientError otherwise."""
+        memory region the server forgot) until ``deadline``; the most specific ClientError otherwise.
+        ``attempts`` overrides the retry policy's cap; ``budget_s`` is the deadline's length when it is not the
+        client's timeout_s (a stream's own), for the messages."""
         from tritonclient.utils import InferenceServerException
 
         delay = self.retry.backoff_s
-        cap = self.retry.attempts or (ATTEMPTS_WITHOUT_DEADLINE if deadline is None else None)
+        budget = self.timeout_s if budget_s is None else budget_s
+        cap = attempts or self.retry.attempts or (ATTEMPTS_WITHOUT_DEADLINE if deadline is None else None)
         attempt, last, reregistered = 0, None, 0
         while True:
             self._check_open()
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 if isinstance(last, ModelNotReadyError):
-                    raise ModelNotReadyError(f"{last.message} (for the whole {self.timeout_s:g} s of the call)",
+                    raise ModelNotReadyError(f"{last.message} (for the whole {budget:g} s of the call)",
                                              hint=last.hint) from last.__cause__
                 if isinstance(last, ServerUnavailableError):
                     raise ServerUnavailableError(
-                        f"the server at {self.url} was unreachable for the whole {self.timeout_s:g} s of the call: "
+                        f"the server at {self.url} was unreachable for the whole {budget:g} s of the call: "
                         f"{last.message}", hint=last.hint) from last.__cause__
-                raise DeadlineExceededError(f"the call to {self.url} took longer than its {self.timeout_s:g} s",
+                raise DeadlineExceededError(f"the call to {self.url} took longer than its {budget:g} s",
                                             hint="raise timeout_s, or look at the server's load") from last
             attempt += 1
             try:
@@ -237,24 +244,36 @@ class Client:
         A model that does not batch refuses it."""
         return self._run(arrays, named, outputs, "batch")
 
-    def _run(self, arrays: Sequence, named: dict, outputs: Sequence[str] | None, form: str):
+    def _run(self, arrays: Sequence, named: dict, outputs: Sequence[str] | None, form: str, *,
+             sequence: dict | None = None, attempts: int | None = None):
+        """One request; ``sequence`` holds tritonclient's sequence_id/start/end for a step of a Sequence."""
         deadline = self._deadline()
         info = self.info
+        # Checked before sending: the server's own refusals come only after the data went over the wire.
+        if info.decoupled:
+            raise decoupled_error(self.model)
+        if info.stateful and sequence is None:
+            raise SequenceError(f"'{self.model}' is stateful (it has a sequence batcher), so every request belongs "
+                                "to a sequence", hint="with client.sequence() as seq: seq(frame) ...")
         prepared, single = prepare_inputs(info, arrays, named, form)
         self._check_size(prepared)
+        wanted = self._wanted(info, outputs)
+        if self._shm is not None:
+            with self._shm_lock:
+                results = self._infer(info, prepared, wanted, deadline, sequence, attempts)
+        else:
+            results = self._infer(info, prepared, wanted, deadline, sequence, attempts)
+        if single:
+            results = {name: value[0] for name, value in results.items()}
+        return results[wanted[0]] if len(wanted) == 1 else results
+
+    def _wanted(self, info: ModelInfo, outputs: Sequence[str] | None) -> list[str]:
         wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
         unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
         if unknown:
             raise InvalidInputError(f"'{self.model}' has no output {', '.join(repr(n) for n in unknown)}",
                                     hint=f"its outputs are {', '.join(t.name for t in info.outputs)}")
-        if self._shm is not None:
-            with self._shm_lock:
-                results = self._infer(info, prepared, wanted, deadline)
-        else:
-            results = self._infer(info, prepared, wanted, deadline)
-        if single:
-            results = {name: value[0] for name, value in results.items()}
-        return results[wanted[0]] if len(wanted) == 1 else results
+        return wanted
 
     def _check_size(self, prepared: dict[str, np.ndarray]) -> None:
         if self.max_request_bytes is None:
@@ -269,13 +288,11 @@ class Client:
                      "server has the memory (each large request grows the Python backend's shared memory for good)")
 
     def _infer(self, info: ModelInfo, prepared: dict[str, np.ndarray], wanted: list[str],
-               deadline: float | None) -> dict[str, np.ndarray]:
+               deadline: float | None, sequence: dict | None = None,
+               attempts: int | None = None) -> dict[str, np.ndarray]:
         import tritonclient.grpc as grpcclient
 
-        grpc_inputs = {}
-        for tensor in info.inputs:
-            array = prepared[tensor.name]
-            grpc_inputs[tensor.name] = grpcclient.InferInput(tensor.name, list(array.shape), tensor.dtype)
+        grpc_inputs = _grpc_inputs(info, prepared)
         shm = self._shm
         if shm is not None:
             shm.bind_inputs(prepared, grpc_inputs)
@@ -290,10 +307,65 @@ class Client:
             requested.append(output)
         result = self._with_retry(lambda left: self._grpc.infer(
             self.model, list(grpc_inputs.values()), model_version=self.version or "", outputs=requested,
-            client_timeout=left, compression_algorithm=self.compression), deadline,
-            region_lost=None if shm is None else shm.register_again)
+            client_timeout=left, compression_algorithm=self.compression, **(sequence or {})), deadline,
+            region_lost=None if shm is None else shm.register_again, attempts=attempts)
         return {name: shm.read_output(result, name) if name in in_shm else result.as_numpy(name)
                 for name in wanted}
+
+    # --- streams and sequences ------------------------------------------------------------------------------
+
+    def stream(self, *arrays, outputs: Sequence[str] | None = None, timeout_s: float | None = None,
+               **named) -> Iterator:
+        """Send one request and yield its responses as they arrive: for a decoupled model any number of them
+        (the server's empty final response ends the iteration unseen), for any other model exactly one.
+
+        Inputs are checked as ``__call__`` checks them, at once; the request goes out on the first ``next``. Each
+        response comes as ``__call__``'s result would. ``timeout_s`` (the client's by default) bounds the whole
+        stream, counted from the first ``next``: past it DeadlineExceededError, and the request is cancelled.
+        UNAVAILABLE before the first response is retried as ``__call__`` retries it. Leaving the loop early
+        (``break``) or ``close()`` on the returned generator cancels the request; streams use their own
+        connection each (no shared memory), so several may run at once from different threads.
+        """
+        from orinkit.client.stream import responses
+
+        info = self.info
+        if info.stateful:
+            raise SequenceError(f"'{self.model}' is stateful; orinkit streams only sequence-free requests",
+                                hint="call it through client.sequence()")
+        if timeout_s is not None and not timeout_s > 0:
+            raise InvalidInputError(f"timeout_s {timeout_s} is not above 0", hint="e.g. 30")
+        prepared, single = prepare_inputs(info, arrays, named, "auto")
+        self._check_size(prepared)
+        wanted = self._wanted(info, outputs)
+
+        def build_request():
+            import tritonclient.grpc as grpcclient
+
+            inputs = _grpc_inputs(info, prepared)
+            for name, array in prepared.items():
+                inputs[name].set_data_from_numpy(array)
+            return list(inputs.values()), [grpcclient.InferRequestedOutput(name) for name in wanted]
+
+        return responses(self, build_request, wanted, single, timeout_s or self.timeout_s)
+
+    def _connect(self):
+        """A new connection with this client's settings (a stream holds one for itself)."""
+        self._check_open()
+        return connect(self.url, tls=self._tls, keepalive=self._keepalive, channel_options=self._channel_options)
+
+    def sequence(self, sequence_id: int | str | None = None) -> sequences.Sequence:
+        """A sequence of a stateful model (one with a sequence batcher): ``with client.sequence() as seq:
+        seq(frame); ...; seq.end(frame)``. ``sequence_id`` defaults to a fresh id unique to this process (a str
+        when the model's CORRID control is TYPE_STRING)."""
+        info = self.info
+        if not info.stateful:
+            raise SequenceError(f"'{self.model}' has no sequence_batching in its config, so it keeps no state "
+                                "between requests", hint="call it directly: client(...) or client.infer_sample(...)")
+        if info.decoupled:
+            raise decoupled_error(self.model)
+        chosen = (sequences.new_sequence_id(info.correlation_type) if sequence_id is None
+                  else sequences.check_sequence_id(sequence_id))
+        return sequences.Sequence(self, chosen)
 
     # --- throughput ----------------------------------------------------------------------------------------
 
@@ -350,6 +422,17 @@ class Client:
         while pending:
             yield pending.pop(0).result()
 
+    # --- what the server measured ---------------------------------------------------------------------------
+
+    def statistics(self, *, all_models: bool = False) -> dict:
+        """The server's counters for this model (every version it has), or for every model with ``all_models``:
+        ``{(model, version): ModelStatistics}``. Subtract two snapshots to measure a run (``after - before``)."""
+        from orinkit.client.statistics import model_statistics
+
+        self._check_open()
+        return model_statistics(self._grpc, "" if all_models else self.model,
+                                "" if all_models else self.version or "", timeout_s=self.timeout_s, url=self.url)
+
     # --- lifetime ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -379,6 +462,12 @@ class Client:
                 self._shm.close()
         except Exception:
             pass
+
+
+def _grpc_inputs(info: ModelInfo, prepared: dict[str, np.ndarray]) -> dict:
+    import tritonclient.grpc as grpcclient
+
+    return {t.name: grpcclient.InferInput(t.name, list(prepared[t.name].shape), t.dtype) for t in info.inputs}
 
 
 __all__ = ["Client", "Retry", "ClientError"]

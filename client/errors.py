@@ -8,6 +8,8 @@
     ├── ModelNotFoundError       the server has no such model or version (exit 4)
     ├── ModelNotReadyError       the model exists but did not become ready in time (exit 6)
     ├── InvalidInputError        a dtype, shape, name or count the model does not take (exit 4)
+    │   ├── DecoupledModelError  a plain call to a decoupled model, which answers only over stream() (exit 4)
+    │   └── SequenceError        a stateful call outside its sequence, or sequence() on a model without one (exit 4)
     ├── InferenceFailedError     the server ran the request and the model failed (exit 6)
     ├── SharedMemoryError        shared memory could not be set up or was refused by the server (exit 6)
     │   └── SharedMemoryRegionLostError   the server no longer knows a region (it restarted); re-registered
@@ -52,6 +54,14 @@ class InvalidInputError(ClientError):
         super().__init__(message, hint=hint)
         self.expected = expected
         self.given = given
+
+
+class DecoupledModelError(InvalidInputError):
+    pass
+
+
+class SequenceError(InvalidInputError):
+    pass
 
 
 class InferenceFailedError(ClientError):
@@ -109,6 +119,13 @@ def _unknown_model(message):
 def _invalid(url, model, message):
     if "shared memory" in message.lower():
         return _shm_refused(url, model, message)
+    if "must specify the START flag" in message:
+        # Never started, already ended, idle past the sequence batcher's limit, or lost in a server restart.
+        return SequenceError(message, hint="a sequence's first request carries start: begin a new one with "
+                                           "client.sequence(); the server also drops a sequence left idle longer "
+                                           "than its max_sequence_idle_microseconds (1 s by default)")
+    if "correlation ID" in message:
+        return SequenceError(message, hint=f"'{model}' is stateful: call it through client.sequence()")
     return InvalidInputError(message, hint="the server refused this input's data or shape (client.inputs lists what "
                                            "the model takes)")
 
@@ -143,8 +160,18 @@ _BY_STATUS = {
 }
 
 
+def decoupled_error(model) -> DecoupledModelError:
+    return DecoupledModelError(f"'{model}' is decoupled (it may send any number of responses per request), so it "
+                               "answers only over a stream", hint="iterate over client.stream(...) instead")
+
+
 def map_exception(exc, *, url: str, model: str | None = None) -> ClientError:
-    """The most specific ClientError for a tritonclient InferenceServerException (the caller chains it)."""
+    """The most specific ClientError for a tritonclient InferenceServerException (the caller chains it).
+
+    Errors a model sends inside a stream carry no status (tritonclient builds them from the message alone):
+    they are the model's failures, InferenceFailedError."""
     status = (exc.status() or "").rpartition(".")[2]
     message = exc.message() or str(exc)
+    if "decoupled transaction policy" in message:
+        return decoupled_error(model)
     return _BY_STATUS.get(status, _failed)(url, model, message)

@@ -18,6 +18,10 @@ class ModelInfo:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int
+    decoupled: bool = False  # any number of responses per request: served only over a stream
+    stateful: bool = False  # under a sequence batcher: called through a sequence
+    # The type of the CONTROL_SEQUENCE_CORRID control input ("UINT64", "STRING", ...); None when it has none.
+    correlation_type: str | None = None
 
     @classmethod
     def from_config(cls, config: Mapping, version: str | None) -> ModelInfo:
@@ -31,11 +35,22 @@ class ModelInfo:
                 result.append(TensorSpec(entry["name"], "BYTES" if kind == "STRING" else kind, dims))
             return tuple(result)
 
+        sequence = config.get("sequence_batching")
         return cls(config["name"], version or "", tensors(config.get("input", ())),
-                   tensors(config.get("output", ())), int(config.get("max_batch_size", 0)))
+                   tensors(config.get("output", ())), int(config.get("max_batch_size", 0)),
+                   decoupled=bool(config.get("model_transaction_policy", {}).get("decoupled", False)),
+                   stateful=sequence is not None, correlation_type=_correlation_type(sequence or {}))
 
     def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)
+
+
+def _correlation_type(sequence: Mapping) -> str | None:
+    for entry in sequence.get("control_input", ()):
+        for control in entry.get("control", ()):
+            if control.get("kind") == "CONTROL_SEQUENCE_CORRID":
+                return control.get("data_type", "TYPE_UINT64").removeprefix("TYPE_")
+    return None
 
 
 def _cast(array: np.ndarray, tensor: TensorSpec) -> np.ndarray:

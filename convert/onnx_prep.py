@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 from orinkit.convert.errors import InputModelError
 from orinkit.core.errors import ChildCrashedError
 from orinkit.core.failpoints import reach
+from orinkit.core.files import file_sha256
 from orinkit.core.isolation import run_isolated
 from orinkit.core.optional import require
 
@@ -26,14 +26,6 @@ class PreparedModel:
     note: str  # why the model was not simplified, when it was not
     inputs: dict[str, tuple[int, ...]]  # declared shapes, -1 for dynamic axes
     outputs: tuple[str, ...]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_checked(path: str | os.PathLike[str]):
@@ -137,7 +129,7 @@ def prepare(source: str | os.PathLike[str], destination: Path, *, simplify_model
     save(model, destination)
     return PreparedModel(
         path=destination,
-        source_sha256=sha256_of(source),
+        source_sha256=file_sha256(source),
         simplified=simplified,
         note=note,
         inputs=declared_inputs(model),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from orinkit.convert.errors import StaleEngineError
 from orinkit.convert.facts import DeviceFacts, current_facts
-from orinkit.convert.onnx_prep import sha256_of
 from orinkit.core.errors import MissingExtraError
+from orinkit.core.files import file_sha256
 from orinkit.core.optional import INSTALL_HINTS
 from orinkit.formats.manifest import read_manifest
 
@@ -49,7 +49,7 @@ def verify_engine(
         if then != now:
             reasons.append(f"built for {what} {then or 'unknown'}, this machine has {now or 'none'}")
     if onnx is not None:
-        digest = sha256_of(Path(onnx))
+        digest = file_sha256(Path(onnx))
         if built.get("onnx_sha256") != digest:
             reasons.append(f"built from another ONNX (sha256 {str(built.get('onnx_sha256'))[:12]}…, "
                            f"{Path(onnx).name} is {digest[:12]}…)")

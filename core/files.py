@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -83,3 +84,12 @@ def building_directory(
         if staging_parent is not None:
             with contextlib.suppress(OSError):
                 parent.rmdir()  # only when empty: another build may be using it
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The file's sha256 (hex), read in 1 MiB blocks: a model file may be gigabytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while block := stream.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -21,6 +21,8 @@ INSTALL_HINTS = {
     "torch": "run: pip install 'orinkit[torch]'",
     "onnxruntime": "run: pip install 'orinkit[server]'",
     "pytriton": "run: pip install 'orinkit[server]'",
+    "PIL": "run: pip install 'orinkit[server]' (Pillow)",
+    "boto3": "run: pip install 'orinkit[fleet]'",
     "tensorrt": _JETPACK_HINT.format(apt="apt: python3-libnvinfer", extra="tensorrt"),
     "pycuda": _JETPACK_HINT.format(apt="pip install pycuda against JetPack's CUDA", extra="device"),
 }

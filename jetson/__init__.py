@@ -10,7 +10,8 @@ locator lives in :mod:`orinkit.server`.
 
 from orinkit.jetson.checks import warnings_for
 from orinkit.jetson.device import DeviceInfo, device_info
-from orinkit.jetson.errors import JetsonError, NotAJetsonError, SamplerError, TegrastatsError
+from orinkit.jetson.errors import JetsonError, MonitorError, NotAJetsonError, SamplerError, TegrastatsError
+from orinkit.jetson.monitor import BoardMonitor
 from orinkit.jetson.release import find_l4t, jetpack_for, l4t_release, parse_nv_tegra_release
 from orinkit.jetson.sampler import PowerSummary, TegrastatsSampler
 from orinkit.jetson.tegrastats import Sample, parse_line, parse_lines
@@ -36,4 +37,6 @@ __all__ = [
     "TritonMatch",
     "triton_mismatch",
     "triton_release_for",
+    "BoardMonitor",
+    "MonitorError",
 ]

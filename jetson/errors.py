@@ -5,7 +5,8 @@
     JetsonError
     ├── NotAJetsonError   no L4T here (no /etc/nv_tegra_release, no nvidia-l4t-core), or no tegrastats (exit 3)
     ├── TegrastatsError   a tegrastats line that cannot be parsed (exit 4)
-    └── SamplerError      tegrastats started but died, or sent nothing usable (exit 1)
+    ├── SamplerError      tegrastats started but died, or sent nothing usable (exit 1)
+    └── MonitorError      a board monitor with settings it cannot run, or started twice (exit 4)
 """
 
 from __future__ import annotations
@@ -42,3 +43,9 @@ class TegrastatsError(JetsonError):
 
 class SamplerError(JetsonError):
     pass
+
+
+class MonitorError(JetsonError):
+    """A board monitor asked for what it cannot do: a bad interval or history, or a second start."""
+
+    exit_code = EXIT_BAD_INPUT

@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from orinkit.core.processes import live_group_members
@@ -65,11 +65,13 @@ def summarize(samples: Sequence[Sample], wall_time_s: float, skipped: int = 0) -
 class TegrastatsSampler:
     """Run ``command`` (tegrastats by default) for the duration of a ``with`` block and collect its samples.
 
-    ``stop_timeout_s`` is how long tegrastats gets to exit after SIGTERM before its group is killed.
+    ``stop_timeout_s`` is how long tegrastats gets to exit after SIGTERM before its group is killed. With
+    ``on_sample`` each sample is handed on as it arrives instead of kept (a monitor runs for days: a list of every
+    sample would grow for good).
     """
 
     def __init__(self, interval_ms: int = 100, command: Sequence[str] | None = None, *,
-                 stop_timeout_s: float = 3.0) -> None:
+                 stop_timeout_s: float = 3.0, on_sample: Callable[[Sample], None] | None = None) -> None:
         self.command = tuple(command) if command else ("tegrastats", "--interval", str(interval_ms))
         self.stop_timeout_s = stop_timeout_s
         self._process: subprocess.Popen[str] | None = None
@@ -80,6 +82,8 @@ class TegrastatsSampler:
         self._started: float | None = None
         self._stopped: float | None = None
         self._stderr = None
+        self._on_sample = on_sample
+        self.last_sample_at: float | None = None  # time.monotonic() of the last usable line
 
     @property
     def pgid(self) -> int | None:
@@ -133,6 +137,10 @@ class TegrastatsSampler:
             except TegrastatsError:
                 with self._lock:
                     self._skipped += 1
+                continue
+            self.last_sample_at = time.monotonic()
+            if self._on_sample is not None:
+                self._on_sample(sample)
                 continue
             with self._lock:
                 self._samples.append(sample)

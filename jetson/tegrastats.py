@@ -22,7 +22,7 @@ yielding a sample with silently missing numbers. :func:`parse_lines` skips and c
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -118,14 +118,7 @@ class Sample:
     def input_power_mw(self) -> int | None:
         """What the module draws: VDD_IN where the board reports it (Orin NX and Nano), else the sum of the
         module rails (AGX Orin, Thor); None when neither is there."""
-        rail = self.rail("VDD_IN")
-        if rail is not None:
-            return rail.current_mw
-        for names in _MODULE_RAILS:
-            rails = [self.rail(name) for name in names]
-            if all(rails):
-                return sum(r.current_mw for r in rails)
-        return None
+        return module_input_mw({r.name: r.current_mw for r in self.rails})
 
 
 def _number(text: str | None) -> float | None:
@@ -274,3 +267,15 @@ def parse_lines(lines: Iterable[str]) -> tuple[list[Sample], int]:
         except TegrastatsError:
             skipped += 1
     return samples, skipped
+
+
+def module_input_mw(rails: Mapping[str, float]) -> float | None:
+    """What the module draws from rail readings (mW by name): VDD_IN where the board reports it (Orin NX and Nano),
+    else the sum of the AGX Orin or Thor module rails; None when neither is there (a sum of whatever rails exist
+    would not be the total)."""
+    if "VDD_IN" in rails:
+        return rails["VDD_IN"]
+    for names in _MODULE_RAILS:
+        if all(name in rails for name in names):
+            return sum(rails[name] for name in names)
+    return None

@@ -29,7 +29,7 @@ from orinkit.repo.errors import (
     UnsupportedArtifactError,
     VendoringError,
 )
-from orinkit.repo.options import ModelOptions, VersionPolicy
+from orinkit.repo.options import ModelOptions, SequenceBatching, VersionPolicy
 from orinkit.repo.pbtxt import format_config, parse_config, read_config, write_config
 from orinkit.repo.python_model import PythonModelSpec, add_python_model, model_source
 from orinkit.repo.server_api import RepositoryAPI
@@ -53,6 +53,7 @@ __all__ = [
     "LoadResult",
     "ModelExistsError",
     "ModelOptions",
+    "SequenceBatching",
     "PlacedModel",
     "PythonModelSpec",
     "RepoError",

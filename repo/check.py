@@ -16,10 +16,11 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from orinkit.formats.manifest import ManifestError, read_manifest
+from orinkit.repo import autocomplete
 from orinkit.repo.artifacts import manifest_full_shapes, oneflow_layout_problem, onnx_full_shapes
 from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
-from orinkit.repo.errors import EnsembleError, RepoError
+from orinkit.repo.errors import EnsembleError, RepoError, SignatureError
 from orinkit.repo.journal import QUARANTINED_PREFIX, read_journal, to_set_aside
 from orinkit.repo.layout import model_dirs, version_folders
 from orinkit.repo.pbtxt import CONFIG_NAME, read_config
@@ -30,7 +31,9 @@ ROLLED_BACK_PREFIX = "rolled-back-"
 
 @dataclass(frozen=True)
 class Finding:
-    severity: str  # "error": the server would refuse or misbehave; "warning": likely a mistake
+    # "error": the server would refuse or misbehave; "warning": likely a mistake; "info": what the server will
+    # complete or decide by itself (nothing to fix)
+    severity: str
     code: str
     model: str
     file: str  # relative to the repository
@@ -59,6 +62,9 @@ class _Report:
     def warning(self, *args) -> None:
         self.add("warning", *args)
 
+    def info(self, *args) -> None:
+        self.add("info", *args)
+
 
 def server_defaults() -> tuple[Path | None, str | None, str]:
     """The backend folder and the Python of the server orinkit finds (``edge-serve``'s own choice), for a check
@@ -83,9 +89,12 @@ def check_repository(
     *,
     backend_directory: str | os.PathLike[str] | None = None,
     python: str | None = None,
+    auto_complete: bool = True,
 ) -> list[Finding]:
     """Every finding for ``repository``. ``backend_directory``: check each model's backend is there.
-    ``python``: check that Python models' imports resolve for that interpreter (the stub's)."""
+    ``python``: check that Python models' imports resolve for that interpreter (the stub's).
+    ``auto_complete``: judge as a server that completes configurations (its default); False for one started with
+    ``--disable-auto-complete-config`` (or ``--strict-model-config=true``)."""
     repository = Path(repository)
     report = _Report(repository)
     if not repository.is_dir():
@@ -94,19 +103,30 @@ def check_repository(
         return report.findings
     configs: dict[str, mc.ModelConfig] = {}
     unreadable: set[str] = set()
+    # Models whose inputs/outputs the backend completes at load time in a way check cannot read: an ensemble over
+    # them is not judged (it would only guess).
+    io_unknown: set[str] = set()
     for folder in model_dirs(repository):
-        config = _check_config(report, folder)
+        config = _check_config(report, folder, auto_complete)
         if config is not None:
             configs[folder.name] = config
         else:
             unreadable.add(folder.name)
+    for name, config in configs.items():
+        if auto_complete and not _complete_io(report, repository / name, config):
+            io_unknown.add(name)
     for name, config in configs.items():
         folder = repository / name
         _check_versions(report, folder, config)
         runtime = runtime_of(config)
         if config.platform == "ensemble":
             # A step whose own config is broken is reported there; judging the flow without it would only echo.
-            if not {s.model_name for s in config.ensemble_scheduling.step} & unreadable:
+            steps = {s.model_name for s in config.ensemble_scheduling.step}
+            if steps & io_unknown and not steps & unreadable:
+                report.info("ensemble-unchecked", name, folder / CONFIG_NAME,
+                            f"the flow is not checked: {', '.join(sorted(steps & io_unknown))} get their inputs "
+                            "and outputs at load time", "none needed; load it on a server to be sure")
+            elif not steps & unreadable:
                 _check_ensemble(report, folder, config, configs)
             continue
         if runtime is None:
@@ -119,7 +139,7 @@ def check_repository(
             report.error("unknown-runtime", name, folder / CONFIG_NAME, "the config names no platform or backend "
                          "orinkit knows", "set backend (python, onnxruntime, tensorrt, pytorch) or platform")
             continue
-        _check_model_files(report, folder, config, runtime)
+        _check_model_files(report, folder, config, runtime, auto_complete)
         _check_labels(report, folder, config)
         if backend_directory is not None and not (Path(backend_directory) / runtime.backend).is_dir():
             report.error("backend-missing", name, folder / CONFIG_NAME,
@@ -160,21 +180,67 @@ def _check_labels(report: _Report, folder: Path, config: mc.ModelConfig) -> None
                          f"{logits.dims[-1]} classes", "give one label per class, in class-id order")
 
 
-def _check_config(report: _Report, folder: Path) -> mc.ModelConfig | None:
+def _check_config(report: _Report, folder: Path, auto_complete: bool) -> mc.ModelConfig | None:
+    """The config as the server completes it before loading (name, backend, platform, default_model_filename)."""
     path = folder / CONFIG_NAME
-    if not path.is_file():
-        report.error("config-missing", folder.name, path, "no config.pbtxt",
-                     "write one (edge-repo add derives it from the model file)")
+    if not path.is_file() and not auto_complete:
+        report.error("config-missing", folder.name, path, "no config.pbtxt, and the server completes none "
+                     "(--disable-auto-complete-config)", "write one (edge-repo add derives it from the model file)")
         return None
     try:
-        config = read_config(path)
+        config = read_config(path) if path.is_file() else mc.ModelConfig()
     except RepoError as exc:
         report.error("config-invalid", folder.name, path, exc.message, exc.hint or "fix the config")
         return None
     if config.name and config.name != folder.name:
         report.error("name-mismatch", folder.name, path, f"the config names the model '{config.name}'",
                      f"set name: \"{folder.name}\" or rename the folder")
+    problem = autocomplete.complete_backend_fields(config, folder)
+    if problem is not None:
+        if path.is_file():
+            report.error("unknown-runtime", folder.name, path, problem,
+                         "set backend (python, onnxruntime, tensorrt, pytorch) or platform")
+        else:
+            report.error("config-missing", folder.name, path, f"no config.pbtxt, and {problem}",
+                         "write one (edge-repo add derives it from the model file), or put the model file in "
+                         "version 1 under its usual name")
+        return None
+    if not path.is_file():
+        report.info("config-completed", folder.name, folder, f"no config.pbtxt: the server completes one "
+                    f"(backend '{config.backend or config.platform}', from {config.default_model_filename})",
+                    "none needed; write one to pin inputs, outputs and batching")
     return config
+
+
+def _complete_io(report: _Report, folder: Path, config: mc.ModelConfig) -> bool:
+    """Complete ``config`` as its backend will at load time; False where check cannot know the result."""
+    if config.backend == "python":
+        return _complete_python(report, folder, config)
+    if config.backend in autocomplete.IO_FROM_MODEL_FILE and not (config.input and config.output):
+        report.info("io-completed", folder.name, folder / CONFIG_NAME, f"the {config.backend} backend completes "
+                    f"the missing inputs/outputs (and max_batch_size) from {config.default_model_filename}",
+                    "none needed; declare them to pin names and shapes")
+        return False
+    return True
+
+
+def _complete_python(report: _Report, folder: Path, config: mc.ModelConfig) -> bool:
+    versions = version_folders(folder)
+    model = versions[max(versions)] / config.default_model_filename if versions else None
+    try:
+        tree = ast.parse(model.read_text(encoding="utf-8")) if model is not None and model.is_file() else None
+    except (SyntaxError, ValueError, OSError):
+        tree = None  # _check_python_models reports it
+    found = autocomplete.python_auto_complete(tree) if tree is not None else None
+    if found is None:
+        return True
+    for problem in autocomplete.apply_python_auto_complete(config, found):
+        report.error("python-auto-complete", folder.name, model, problem,
+                     "make the config agree with auto_complete_config, or leave the field out of the config")
+    report.info("io-completed", folder.name, model, "auto_complete_config completes the config at load time" +
+                ("" if found.resolved else " (with values check cannot read)"),
+                "none needed; run the server without --disable-auto-complete-config")
+    return found.resolved
 
 
 def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> None:
@@ -207,25 +273,29 @@ def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> No
                          "create those folders or fix the policy")
 
 
-def _check_model_files(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime) -> None:
+def _check_model_files(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime,
+                       auto_complete: bool = False) -> None:
     for number, version in sorted(version_folders(folder).items()):
-        _check_version(report, folder, config, runtime, version, label=f"version {number}")
+        _check_version(report, folder, config, runtime, version, label=f"version {number}",
+                       auto_complete=auto_complete)
 
 
-def _check_version(report, folder, config, runtime, version: Path, *, label: str) -> None:
+def _check_version(report, folder, config, runtime, version: Path, *, label: str, auto_complete=False) -> None:
     default = config.default_model_filename or runtime.model_file
     required = [default] + {Runtime.PYTHON_ONNXRUNTIME: ["model.onnx"],
                             Runtime.PYTHON_TORCHSCRIPT: ["model.pt"]}.get(runtime, [])
     missing = [name for name in required if not (version / name).exists()]
     if missing:
-        report.error("model-file-missing", folder.name, version, f"{label} lacks {', '.join(missing)}",
+        named = " (the config's default_model_filename)" if missing[0] == config.default_model_filename != \
+            runtime.model_file else ""
+        report.error("model-file-missing", folder.name, version, f"{label} lacks {', '.join(missing)}{named}",
                      f"put the model there as {missing[0]}" + (" (OneFlow: a folder)" if runtime is
                                                                 Runtime.ONEFLOW else ""))
         return
     if runtime is Runtime.ONEFLOW:
         _check_oneflow_folder(report, folder, version / default, label)
         return
-    _check_io(report, folder, config, runtime, version)
+    _check_io(report, folder, config, runtime, version, auto_complete=auto_complete)
 
 
 def _check_oneflow_folder(report: _Report, folder: Path, saved: Path, label: str) -> None:
@@ -273,7 +343,8 @@ def _full_shapes(report, folder, runtime, version):
     return None
 
 
-def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime, version: Path) -> None:
+def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime, version: Path, *,
+              auto_complete: bool = False) -> None:
     name = folder.name
     if runtime in (Runtime.PYTORCH, Runtime.PYTHON_TORCHSCRIPT):
         for kind, tensors in (("input", config.input), ("output", config.output)):
@@ -322,7 +393,9 @@ def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Ru
                              f"{list(expected)} in {where}", f"set dims: {list(expected)}")
         missing = [n for n in actual if n not in {t.name for t in have}]
         renamed = any(t.name not in actual for t in have)  # then io-name already lists the real names
-        if missing and kind == "input" and not renamed:
+        # onnxruntime/tensorrt fill the inputs only where the config declares none (then all of them).
+        completes = auto_complete and config.backend in autocomplete.IO_FROM_MODEL_FILE and not have
+        if missing and kind == "input" and not renamed and not completes:
             report.error("io-missing", name, folder / CONFIG_NAME, f"the config lacks {kind}s {', '.join(missing)} "
                          f"of {where}", "declare every model input")
 
@@ -340,6 +413,10 @@ def _check_ensemble(report: _Report, folder: Path, config: mc.ModelConfig, confi
         derived = build_ensemble_config(spec, configs)
     except EnsembleError as exc:
         report.error(f"ensemble-{exc.code}", name, folder / CONFIG_NAME, exc.message, exc.hint or "fix the step")
+        return
+    except SignatureError as exc:  # a step (or the ensemble) declaring no inputs or no outputs: nothing to map
+        report.error("ensemble-step-io", name, folder / CONFIG_NAME, f"a step cannot be mapped: {exc.message}",
+                     "declare the step model's inputs and outputs in its config")
         return
     declared, actual = signature_of(config), signature_of(derived)
     for kind, have, want in (("input", declared.inputs, actual.inputs), ("output", declared.outputs, actual.outputs)):
@@ -391,19 +468,26 @@ def _imports(source: str) -> set[str]:
 
 
 def _check_python_models(report: _Report, folder: Path, config: mc.ModelConfig, python: str | None) -> None:
-    """model.py must parse; with ``python``, its imports must resolve there (unless it brings an environment)."""
+    """The model file (model.py, or the config's default_model_filename) must parse and define TritonPythonModel;
+    with ``python``, its imports must resolve there (unless it brings an environment)."""
+    filename = config.default_model_filename or "model.py"
     for _, version in sorted(version_folders(folder).items()):
-        model = version / "model.py"
+        model = version / filename
         if not model.is_file():
             continue
         try:
-            modules = _imports(model.read_text(encoding="utf-8"))
+            source = model.read_text(encoding="utf-8")
+            modules = _imports(source)
         except SyntaxError as exc:
-            report.error("python-syntax", folder.name, model, f"model.py does not parse: {exc}", "fix the syntax")
+            report.error("python-syntax", folder.name, model, f"{filename} does not parse: {exc}", "fix the syntax")
             continue
-        except ValueError as exc:  # NUL bytes: a binary file saved as model.py
-            report.error("python-syntax", folder.name, model, f"model.py is not Python source: {exc}",
+        except ValueError as exc:  # NUL bytes or bad UTF-8: a binary file saved as model.py
+            report.error("python-syntax", folder.name, model, f"{filename} is not Python source: {exc}",
                          "put the model's Python source there")
+            continue
+        if not autocomplete.binds_model_class(ast.parse(source)):
+            report.error("python-no-model-class", folder.name, model, f"{filename} defines no class "
+                         "TritonPythonModel, which the Python backend loads", "define class TritonPythonModel")
             continue
         if python is None or "EXECUTION_ENV_PATH" in config.parameters:
             continue  # nothing to ask, or the packed environment brings its own packages

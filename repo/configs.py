@@ -8,7 +8,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from orinkit.formats.dtypes import dtype
 from orinkit.repo.errors import SignatureError
-from orinkit.repo.options import ModelOptions
+from orinkit.repo.options import ModelOptions, SequenceBatching
 from orinkit.repo.signature import Signature, TensorSpec
 
 RUNTIME_PARAMETER = "ORINKIT_RUNTIME"
@@ -112,6 +112,18 @@ def build_config(name: str, runtime: Runtime, signature: Signature, options: Mod
             f"an execution environment applies to Python-backend models, not {runtime.value}",
             hint="drop --execution-env",
         )
+    if options.decoupled and runtime.backend != "python":
+        raise SignatureError(
+            f"decoupled responses need a model that sends them itself (a Python model), not {runtime.value}",
+            hint="drop --decoupled",
+        )
+    if options.sequence is not None:
+        clash = set(options.sequence.control_names) & {s.name for s in signature.inputs}
+        if clash:
+            raise SignatureError(
+                f"sequence control tensors {sorted(clash)} are also declared as inputs",
+                hint="leave them out of --input: the sequence batcher supplies them",
+            )
     if options.dynamic_batching and signature.max_batch_size == 0:
         raise SignatureError(
             "dynamic batching needs a model that batches (max_batch_size > 0)",
@@ -148,6 +160,11 @@ def build_config(name: str, runtime: Runtime, signature: Signature, options: Mod
         config.dynamic_batching.preferred_batch_size.extend(options.preferred_batch_sizes)
         config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
 
+    if options.decoupled:
+        config.model_transaction_policy.decoupled = True
+    if options.sequence is not None:
+        _sequence_batching(config.sequence_batching, options.sequence)
+
     policy = options.version_policy
     if policy is not None:
         if policy.kind == "latest":
@@ -173,3 +190,21 @@ def build_config(name: str, runtime: Runtime, signature: Signature, options: Mod
     for key, value in options.parameters:
         config.parameters[key].string_value = value
     return config
+
+
+def _sequence_batching(batching: mc.ModelSequenceBatching, sequence: SequenceBatching) -> None:
+    batching.max_sequence_idle_microseconds = sequence.max_idle_us
+    if sequence.strategy == "direct":
+        batching.direct.SetInParent()
+    else:
+        batching.oldest.SetInParent()
+    Control = mc.ModelSequenceBatching.Control
+    for name, kind in ((sequence.start, Control.CONTROL_SEQUENCE_START), (sequence.end, Control.CONTROL_SEQUENCE_END),
+                       (sequence.ready, Control.CONTROL_SEQUENCE_READY)):
+        if name:
+            control = batching.control_input.add(name=name).control.add(kind=kind)
+            control.int32_false_true.extend([0, 1])
+    if sequence.correlation_id:
+        control = batching.control_input.add(name=sequence.correlation_id).control.add(
+            kind=Control.CONTROL_SEQUENCE_CORRID)
+        control.data_type = mc.DataType.Value(f"TYPE_{sequence.correlation_type}")

@@ -12,14 +12,17 @@ serving (see :mod:`orinkit.repo.journal`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from orinkit.core.failpoints import reach, reach_later
-from orinkit.core.files import building_directory, fsync_path
+from orinkit.core.files import atomic_write_bytes, building_directory, fsync_path, fsync_tree
 from orinkit.repo.add import fill_version, resolve_runtime
 from orinkit.repo.check import ROLLED_BACK_PREFIX, check_version_folder
 from orinkit.repo.configs import runtime_of
@@ -211,6 +214,14 @@ class LoadResult:
     refused: tuple[int, ...]  # set-aside versions put back that failed to load again (set aside once more)
 
 
+def _set_aside(folder: Path, versions, reason: str) -> None:
+    for version in versions:
+        os.rename(folder / str(version), folder / f"{QUARANTINED_PREFIX}{version}")
+    if versions:
+        fsync_path(folder)
+        mark_quarantined(folder, tuple(versions), reason)
+
+
 def load_versions(
     repository: str | os.PathLike[str],
     name: str,
@@ -224,22 +235,25 @@ def load_versions(
     repository = Path(repository)
     folder = _model_dir(repository, name)
     with model_lock(folder, what="a load"), RepositoryAPI(server) as api:
+        # Ask the server first: set-aside versions are put back only while a server can judge them.
+        api.versions(name)
         back = reinstate(folder)
         if back:
             progress(f"{name}: put back versions {back} to try them again")
         try:
-            api.load(name)
-        except RepoError as exc:
-            if not back:
-                raise
-            progress(f"{name}: loading failed ({exc.message}); setting versions {back} aside again")
-        ready = set(api.versions(name))
+            try:
+                api.load(name)
+            except RepoError as exc:
+                if not back:
+                    raise
+                progress(f"{name}: loading failed ({exc.message}); setting versions {back} aside again")
+            ready = set(api.versions(name))
+        except BaseException:
+            _set_aside(folder, back, "put back, but the server could not be asked whether they load")
+            raise
         refused = tuple(v for v in back if v not in ready)
-        for version in refused:
-            os.rename(folder / str(version), folder / f"{QUARANTINED_PREFIX}{version}")
         if refused:
-            fsync_path(folder)
-            mark_quarantined(folder, refused, "failed to load again when put back")
+            _set_aside(folder, refused, "failed to load again when put back")
             _reload_quietly(api, name)
             ready = set(api.versions(name))
         if not ready:
@@ -248,3 +262,143 @@ def load_versions(
     _regions_private()
     progress(f"{name}: serving {sorted(ready)}")
     return LoadResult(name, tuple(sorted(ready)), tuple(v for v in back if v in ready), refused)
+
+
+def place_version(
+    repository: str | os.PathLike[str],
+    name: str,
+    version: int,
+    source: str | os.PathLike[str] | None,
+    *,
+    server: str,
+    model_files: Mapping[str, bytes] | None = None,
+    accept: Callable[[], None] | None = None,
+    keep_older: int = 1,
+    timeout_s: float = 300.0,
+    lock_wait_s: float = 30.0,
+    progress: Progress = lambda message: None,
+) -> DeployResult:
+    """Serve exactly version ``version`` of ``name``: the finished folder ``source`` (None: the version folder is
+    already in place) is renamed to that number, newer versions are set aside as ``rolled-back-N`` so the default
+    version policy serves this one, the model folder's own files (``model_files``, config.pbtxt and labels) are
+    written, and the model is loaded in explicit mode. ``accept`` (the health gate) runs once the version is READY;
+    if the load or ``accept`` fails, the version is set aside as ``quarantined-N`` (the next start never loads it),
+    everything else is put back as it was, the old version is loaded again and DeployLoadError says why. A model
+    the repository did not hold is removed again. On success ``keep_older`` older versions stay on disk (the
+    rollback targets); older ones are deleted."""
+    repository = Path(repository)
+    folder = repository / name
+    created = not (folder / CONFIG_NAME).is_file()
+    if created:
+        if not model_files or CONFIG_NAME not in model_files:
+            raise DeployError(f"model '{name}' is not in {repository} and no config.pbtxt was given for it",
+                              hint="push the model folder's files with the version")
+        folder.mkdir(parents=True, exist_ok=True)
+    with model_lock(folder, wait_s=lock_wait_s, what="placing a version"):
+        start_journal(folder, proven=version_folders(folder))
+        return _place_locked(folder, name, int(version), Path(source) if source else None, server,
+                             dict(model_files or {}), accept, created, keep_older, timeout_s, progress)
+
+
+def _place_locked(folder: Path, name: str, version: int, source: Path | None, server: str,
+                  model_files: dict[str, bytes], accept, created: bool, keep_older: int, timeout_s: float,
+                  progress: Progress) -> DeployResult:
+    target = folder / str(version)
+    if source is not None:
+        _drop_set_aside(folder, version)
+        if target.exists():  # the same number from the bucket is the same content: replace it whole
+            _withdraw(target)
+    elif not target.is_dir():
+        raise DeployError(f"version {version} of '{name}' is not in {folder}", hint="give its folder to place")
+    newer = [v for v in version_folders(folder) if v > version]
+    moved = [_move_aside(folder, v, ROLLED_BACK_PREFIX) for v in sorted(newer)]
+    previous_files = _write_model_files(folder, model_files)
+    if source is not None:
+        _rename_in(source, target)
+    fsync_path(folder)
+    progress(f"placed {name} version {version}" + (f"; newer versions {newer} set aside" if newer else ""))
+    with RepositoryAPI(server) as api:
+        try:
+            seconds = api.load(name, timeout_s)
+            seconds += api.wait_ready(name, version, timeout_s)
+            if accept is not None:
+                accept()
+        except Exception as exc:  # a load refused, or the gate: the old version serves again either way
+            reason = getattr(exc, "message", None) or str(exc)
+            _put_back(api, folder, name, version, moved, previous_files, created, reason)
+            raise DeployLoadError(f"version {version} of '{name}' was set aside and the serving version kept: "
+                                  f"{reason}", hint=getattr(exc, "hint", None)) from exc
+        serving = tuple(api.versions(name))
+    record_proven(folder, serving, locked=True)
+    _prune(folder, version, keep_older)
+    _regions_private()
+    progress(f"{name} version {version} READY in {seconds:.1f} s; serving {list(serving)}")
+    return DeployResult(name, version, target, serving, seconds)
+
+
+def _put_back(api: RepositoryAPI, folder: Path, name: str, version: int, moved: list[tuple[int, Path]],
+              previous_files: dict[str, bytes | None], created: bool, reason: str) -> None:
+    if created:  # nothing served before: a model folder without a loadable version would fail the next start
+        with contextlib.suppress(RepoError):
+            api.unload(name)
+        _withdraw(folder)
+        return
+    _set_aside(folder, [version], reason)
+    for number, path in moved:
+        os.rename(path, folder / str(number))
+    _write_model_files(folder, previous_files)
+    fsync_path(folder)
+    _reload_quietly(api, name)
+
+
+def _move_aside(folder: Path, version: int, prefix: str) -> tuple[int, Path]:
+    target = folder / f"{prefix}{version}"
+    if target.exists():
+        target = folder / f"{prefix}{version}.{time.time_ns()}"
+    os.rename(folder / str(version), target)
+    return version, target
+
+
+def _drop_set_aside(folder: Path, version: int) -> None:
+    """Earlier copies of this number set aside (rolled back, quarantined) give way to the fresh one."""
+    for prefix in (ROLLED_BACK_PREFIX, QUARANTINED_PREFIX):
+        for path in [*folder.glob(f"{prefix}{version}"), *folder.glob(f"{prefix}{version}.*")]:
+            _withdraw(path)
+
+
+def _write_model_files(folder: Path, files: Mapping[str, bytes | None]) -> dict[str, bytes | None]:
+    """Write (None: remove) the model folder's own files; what was there before, to put it back."""
+    previous: dict[str, bytes | None] = {}
+    for relative, data in files.items():
+        path = folder / relative
+        old = path.read_bytes() if path.is_file() else None
+        if old == data:
+            continue
+        previous[relative] = old
+        if data is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, data)
+    return previous
+
+
+def _rename_in(source: Path, target: Path) -> None:
+    """Atomic where the staging folder shares the repository's filesystem; otherwise copied into a hidden folder
+    of the model (Triton ignores it) and renamed from there."""
+    try:
+        os.rename(source, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        hidden = target.with_name(f".placing-{target.name}")
+        shutil.copytree(source, hidden)
+        fsync_tree(hidden)
+        os.rename(hidden, target)
+        shutil.rmtree(source, ignore_errors=True)
+
+
+def _prune(folder: Path, version: int, keep_older: int) -> None:
+    older = sorted((v for v in version_folders(folder) if v < version), reverse=True)
+    for number in older[max(keep_older, 0):]:
+        _withdraw(folder / str(number))

@@ -1,4 +1,5 @@
-"""What users tune in a model's config: instances, dynamic batching, version policy, warmup, accelerators."""
+"""What users tune in a model's config: instances, batching (dynamic or per sequence), decoupled responses,
+version policy, warmup, accelerators."""
 
 from __future__ import annotations
 
@@ -50,6 +51,43 @@ class VersionPolicy:
         return ordered[-self.latest :]
 
 
+SEQUENCE_STRATEGIES = ("direct", "oldest")
+CORRELATION_TYPES = ("UINT64", "INT64", "UINT32", "INT32", "STRING")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceBatching:
+    """A stateful model's sequence batcher: every request of one sequence goes to the same instance, and the model
+    reads the control tensors (START, END, CORRID) that say where a sequence begins and ends and whose it is.
+
+    ``max_idle_us``: Triton drops a sequence idle longer than this (its default, 1 s, is shorter than many video
+    pipelines pause), so the default here is 10 s."""
+
+    strategy: str = "direct"
+    max_idle_us: int = 10_000_000
+    start: str | None = "START"
+    end: str | None = "END"
+    ready: str | None = None
+    correlation_id: str | None = "CORRID"
+    correlation_type: str = "UINT64"
+
+    def __post_init__(self) -> None:
+        if self.strategy not in SEQUENCE_STRATEGIES:
+            raise SignatureError(f"sequence strategy '{self.strategy}' is unknown", hint="use direct or oldest")
+        if self.correlation_type not in CORRELATION_TYPES:
+            raise SignatureError(f"correlation id type '{self.correlation_type}' is unknown",
+                                 hint=f"use one of {', '.join(CORRELATION_TYPES)}")
+        if self.max_idle_us < 1:
+            raise SignatureError(f"sequence idle limit {self.max_idle_us} us is below 1", hint="use 1 or more")
+        names = [n for n in (self.start, self.end, self.ready, self.correlation_id) if n]
+        if len(set(names)) != len(names):
+            raise SignatureError(f"sequence control tensors {names} repeat a name", hint="give each its own name")
+
+    @property
+    def control_names(self) -> tuple[str, ...]:
+        return tuple(n for n in (self.start, self.end, self.ready, self.correlation_id) if n)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelOptions:
     """Tuning written into a generated config; every default is what Triton does unless told otherwise."""
@@ -65,6 +103,8 @@ class ModelOptions:
     tensorrt_fp16: bool = False  # onnxruntime_onnx on a GPU: TensorRT execution accelerator in FP16
     execution_env: str | None = None  # python: a conda-pack archive for the stub (EXECUTION_ENV_PATH)
     parameters: tuple[tuple[str, str], ...] = ()  # the config's parameters map, e.g. a Python model's settings
+    decoupled: bool = False  # any number of responses per request (Python models; called with Client.stream)
+    sequence: SequenceBatching | None = None  # a stateful model (called with Client.sequence)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preferred_batch_sizes", tuple(self.preferred_batch_sizes))
@@ -85,3 +125,7 @@ class ModelOptions:
             )
         if any(size < 1 for size in self.preferred_batch_sizes) or self.max_queue_delay_us < 0:
             raise SignatureError("preferred batch sizes must be >= 1 and the queue delay >= 0", hint="fix the values")
+        if self.sequence is not None and self.dynamic_batching:
+            # One scheduler per model: Triton's config holds dynamic_batching or sequence_batching, never both.
+            raise SignatureError("a model has either a sequence batcher or dynamic batching, not both",
+                                 hint="drop --dynamic-batching (the sequence batcher batches sequences itself)")

@@ -1,4 +1,4 @@
-"""Triton's repository API over gRPC: load, unload, readiness and the repository index."""
+"""Triton's repository API over gRPC: load, unload, readiness, the repository index and inference statistics."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ class RepositoryAPI:
         response = self._call("reading the repository index", self._client.get_model_repository_index,
                               client_timeout=self.timeout_s)
         return [ModelState(m.name, m.version, m.state, m.reason) for m in response.models]
+
+    def statistics(self, name: str = "") -> dict:
+        """Inference statistics by (model, version) of ``name`` (every loaded model when empty): counts of
+        successful and failed requests and cumulative times, as :class:`orinkit.client.statistics.ModelStatistics`."""
+        from orinkit.client.statistics import from_response
+
+        response = self._call("reading inference statistics", self._client.get_inference_statistics, name,
+                              client_timeout=self.timeout_s)
+        return from_response(response)
 
     def versions(self, name: str, state: str = "READY") -> list[int]:
         return sorted(int(m.version) for m in self.index() if m.name == name and m.state == state and m.version)

@@ -32,7 +32,7 @@ class ServerOptions:
     """What a tritonserver is started with. Every field has the default a device needs; none is dropped silently:
     an option that cannot work raises :class:`InvalidServerOptionError` when the object is made."""
 
-    repository: Path
+    repository: Path | str  # a folder, or s3://[HOST:PORT/]BUCKET/PREFIX for builds that read S3 (not Jetson's)
     address: str = "127.0.0.1"
     http_port: int = 8000
     grpc_port: int = 8001
@@ -53,7 +53,8 @@ class ServerOptions:
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "repository", Path(self.repository).expanduser().resolve())
+        if not self.remote:
+            object.__setattr__(self, "repository", Path(self.repository).expanduser().resolve())
         self._check_tls()
         object.__setattr__(self, "load_models", tuple(self.load_models))
         object.__setattr__(self, "extra_args", tuple(self.extra_args))
@@ -87,12 +88,31 @@ class ServerOptions:
                 "models to load are only honoured with model control mode 'explicit'",
                 hint="add --model-control-mode explicit, or drop --load-model to load every model",
             )
+        if self.remote:
+            self._check_remote()
         if self.exit_timeout_s < 0:
             raise InvalidServerOptionError(f"exit timeout {self.exit_timeout_s} is negative", hint="use 0 or more")
         for name in ("pinned_memory_pool_bytes", "cuda_memory_pool_bytes"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise InvalidServerOptionError(f"{name} {value} is negative", hint="use 0 or more bytes")
+
+    @property
+    def remote(self) -> bool:
+        """The repository is in S3, read by tritonserver itself (x86 and SBSA builds; Jetson builds cannot)."""
+        return isinstance(self.repository, str) and self.repository.startswith("s3://")
+
+    def _check_remote(self) -> None:
+        # Measured against an S3 API server: poll mode makes 14-26 requests a second per idle server and never
+        # notices a deletion; explicit mode makes none until a load. Loading everything at start ("none") would
+        # make the start depend on the bucket, and a server whose bucket is down exits after about 52 s.
+        if self.model_control_mode != "explicit":
+            raise InvalidServerOptionError(
+                f"an S3 repository is served in explicit model control mode, not '{self.model_control_mode}'",
+                hint="add --model-control-mode explicit and load models with --load-model or edge-repo load")
+        if any(a.split("=", 1)[0] == "--repository-poll-secs" for a in self.extra_args):
+            raise InvalidServerOptionError("polling an S3 repository costs requests every second and misses deletions",
+                                           hint="drop --server-arg --repository-poll-secs; load explicitly")
 
     @property
     def tls(self) -> bool:
@@ -118,6 +138,8 @@ class ServerOptions:
                                            hint="add --grpc-tls-root-cert CA.pem")
 
     def check_repository(self) -> None:
+        if self.remote:
+            return  # only the server can read it (with its own credentials); it says what fails at load
         if not self.repository.is_dir():
             raise RepositoryNotFoundError(
                 f"model repository '{self.repository}' does not exist or is not a folder",

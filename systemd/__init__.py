@@ -10,6 +10,7 @@
 from orinkit.systemd.errors import SystemctlError, SystemdError, UnitOptionError
 from orinkit.systemd.installer import Change, Plan, control, install, sysusers_text, uninstall
 from orinkit.systemd.render import UnitFile
+from orinkit.systemd.ui_unit import UiOptions, render_ui_unit, ui_service
 from orinkit.systemd.unit import ServiceOptions, render_unit
 
 __all__ = [
@@ -19,10 +20,13 @@ __all__ = [
     "SystemctlError",
     "SystemdError",
     "UnitFile",
+    "UiOptions",
     "UnitOptionError",
     "control",
     "install",
+    "render_ui_unit",
     "render_unit",
     "sysusers_text",
+    "ui_service",
     "uninstall",
 ]

@@ -72,7 +72,39 @@ class ServiceOptions:
         return f"{self.name}.service"
 
 
-def _under_home(paths) -> bool:
+# The sandbox of a helper service that needs no GPU (the device page, the fleet agent): no device nodes, no W+X
+# memory, nothing privileged. Never RemoveIPC: helpers run as the server's user, and systemd would remove that
+# user's IPC objects (the running server's Python-backend shared memory) when a helper stops.
+HELPER_SANDBOX = (
+    ("NoNewPrivileges", True),
+    ("ProtectSystem", "strict"),
+    ("PrivateTmp", True),
+    ("PrivateDevices", True),
+    ("DevicePolicy", "closed"),
+    ("ProtectKernelTunables", True),
+    ("ProtectKernelModules", True),
+    ("ProtectKernelLogs", True),
+    ("ProtectControlGroups", True),
+    ("ProtectClock", True),
+    ("ProtectHostname", True),
+    ("ProtectProc", "invisible"),
+    ("ProcSubset", "all"),  # /proc/stat and /proc/meminfo: the board monitor, the agent's free-memory check
+    ("RestrictSUIDSGID", True),
+    ("RestrictRealtime", True),
+    ("RestrictNamespaces", True),
+    ("LockPersonality", True),
+    ("MemoryDenyWriteExecute", True),
+    ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
+    ("CapabilityBoundingSet", ""),
+    ("AmbientCapabilities", ""),
+    ("SystemCallArchitectures", "native"),
+    ("SystemCallFilter", "@system-service"),
+    ("SystemCallFilter", "~@privileged @resources @obsolete"),
+    ("UMask", "0077"),
+)
+
+
+def under_home(paths) -> bool:
     return any(str(p).startswith(("/home/", "/root/", "/run/user/")) for p in paths)
 
 
@@ -146,7 +178,7 @@ def _harden(unit: UnitFile, command: ServerCommand, options: ServiceOptions) -> 
         ("NoNewPrivileges", True),
         ("ProtectSystem", "strict"),
         # The repository, the server and the venv may live in a home folder; read-only keeps them reachable.
-        ("ProtectHome", "read-only" if _under_home(paths) else True),
+        ("ProtectHome", "read-only" if under_home(paths) else True),
         ("PrivateTmp", True),
         ("ProtectKernelTunables", True),
         ("ProtectKernelModules", True),

@@ -7,7 +7,7 @@ from pathlib import Path
 from conftest import DATA
 
 from orinkit.repo.add import add_model
-from orinkit.repo.options import ModelOptions
+from orinkit.repo.options import ModelOptions, SequenceBatching
 from orinkit.repo.signature import TensorSpec
 
 MODELS = DATA / "client_models"
@@ -32,4 +32,23 @@ def build_client_repository(repository: Path) -> Path:
               options=ModelOptions(max_batch_size=2, instance_count=2))
     add_model(repository, MODELS / "row_sums.py", name="row_sums", inputs=[TensorSpec.parse("ROWS:FP32:-1x4")],
               outputs=[TensorSpec.parse("SUMS:FP32:4")], options=ModelOptions(max_batch_size=4))
+    return repository
+
+
+def build_stream_repository(repository: Path, only: tuple[str, ...] | None = None) -> Path:
+    """Decoupled models (count_stream, broken_stream), a stateful one (running_sum) and plus_one, which is neither;
+    ``only`` some of them (fewer Python stubs: the server starts and stops faster)."""
+    one = TensorSpec.parse
+    models = {
+        "count_stream": ([one("N:INT32:1"), one("DELAY_MS:INT32:1")], [one("VALUE:INT32:1")],
+                         ModelOptions(max_batch_size=0, instance_count=2, decoupled=True)),
+        "broken_stream": ([one("N:INT32:1")], [one("VALUE:INT32:1")], ModelOptions(max_batch_size=0, decoupled=True)),
+        # START/END as INT32 0/1 and CORRID as UINT64, the sequence batcher's defaults in orinkit.
+        "running_sum": ([one("X:INT32:1")], [one("SUM:INT32:1"), one("STEP:INT32:1")],
+                        ModelOptions(max_batch_size=4, sequence=SequenceBatching())),
+        "plus_one": ([one("X:FP32:2x3")], [one("Y:FP32:2x3")], ModelOptions(max_batch_size=0)),
+    }
+    for name, (inputs, outputs, options) in models.items():
+        if only is None or name in only:
+            add_model(repository, MODELS / f"{name}.py", name=name, inputs=inputs, outputs=outputs, options=options)
     return repository

@@ -13,7 +13,9 @@ pytest_plugins = ["orinkit.server.testing"]
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 # The folders setup.cfg maps into the orinkit namespace.
-PACKAGE_DIRS = {"core", "formats", "server", "jetson", "convert", "repo", "client", "systemd", "lanes", "cli"}
+# Every folder setup.cfg maps to orinkit.<name>.
+PACKAGE_DIRS = {"core", "formats", "server", "jetson", "convert", "repo", "client", "systemd", "lanes", "cli", "ui",
+                "fleet"}
 
 
 @pytest.fixture(scope="session")

@@ -131,3 +131,22 @@ def test_bad_input_is_one_line_its_exit_code_and_nothing_left(files, tmp_path, c
     assert len(errors) == 1 and words in errors[0], output
     assert sorted(p.name for p in files["repo"].iterdir()) == before, "the repository is as it was"
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".ses")] == [], "nothing left behind"
+
+
+@pytest.mark.parametrize("args", [["status"], ["index", "--json"], ["unload", "tiny"]], ids=" ".join)
+def test_server_commands_default_to_localhost_8001_and_say_so(args, tmp_path):
+    """Without --server the commands that only talk to a server try the local one, and when nothing listens
+    there the one error line names the address tried and the option that picks another."""
+    import socket
+
+    try:
+        socket.create_connection(("localhost", 8001), timeout=1).close()
+        pytest.skip("something listens on localhost:8001 here")
+    except OSError:
+        pass
+    result = subprocess.run([str(BIN / "edge-repo"), *args], capture_output=True, text=True, cwd=tmp_path,
+                            timeout=120)
+    assert result.returncode == 6, result.stdout + result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "localhost:8001" in errors[0] and "--server" in errors[0], result.stderr
+    assert "Traceback" not in result.stderr

@@ -136,3 +136,19 @@ def test_run_exits_6_when_the_server_dies_under_it(tmp_path):
     while live_group_members(server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert live_group_members(server_pid) == []
+
+
+def test_commands_that_talk_to_a_server_default_to_the_local_one():
+    """--server and --url default to localhost:8001 (Triton's gRPC port), except where a server is optional:
+    deploy and rollback change files, and load them on a server only when --server names one."""
+    from orinkit.cli.bench import main as bench
+    from orinkit.cli.repo import main as repo
+
+    defaults = {"edge-bench": next(p.default for p in bench.params if p.name == "url")}
+    for name, command in repo.commands.items():
+        for param in command.params:
+            if param.name == "server":
+                defaults[f"edge-repo {name}"] = param.default
+    assert defaults == {"edge-bench": "localhost:8001", "edge-repo status": "localhost:8001",
+                        "edge-repo index": "localhost:8001", "edge-repo load": "localhost:8001",
+                        "edge-repo unload": "localhost:8001", "edge-repo deploy": None, "edge-repo rollback": None}

@@ -29,8 +29,16 @@ def test_edge_bench_reports_both_clients_per_level(url):
         for side in ("orinkit", "tritonclient"):
             assert level[side]["requests"] == 40 and level[side]["errors"] == 0
             assert 0 < level[side]["p50_ms"] <= level[side]["p99_ms"]
+            # The server's own statistics over the same run: every request counted, its time inside the client's.
+            server = level[side]["server"]
+            assert server["requests"] == 40 and server["failures"] == 0 and server["inferences"] == 40
+            parts = [server[k] for k in ("queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")]
+            assert all(p > 0 for p in parts) and server["server_ms"] == pytest.approx(sum(parts))
+            assert server["server_ms"] <= server["request_ms"] < level[side]["mean_ms"]
         assert level["throughput_ratio"] > 0
     assert "throughput ratio orinkit / tritonclient" in result.output
+    assert result.output.count("ms mean per request (queue ") == 4
+    assert result.output.count("; 40 ok, 0 failed at the server)") == 4, result.output
 
 
 def test_edge_bench_with_shared_memory_and_input_file(url, tmp_path):

@@ -9,8 +9,8 @@ from repo_fixtures import stand_in_plan
 
 from orinkit.convert.errors import StaleEngineError
 from orinkit.convert.facts import DeviceFacts, current_facts
-from orinkit.convert.onnx_prep import sha256_of
 from orinkit.convert.verify import ensure_engine, verify_engine
+from orinkit.core.files import file_sha256
 from orinkit.formats.manifest import manifest_path, read_manifest
 from orinkit.jetson.release import jetpack_for, parse_nv_tegra_release
 
@@ -23,7 +23,7 @@ def plan(tmp_path):
     model = tmp_path / "lane.onnx"
     model.write_bytes(b"stand-in ONNX bytes")
     data = json.loads(manifest_path(plan).read_text())
-    data["build"] = {**ORIN.as_dict(), "onnx_sha256": sha256_of(model)}
+    data["build"] = {**ORIN.as_dict(), "onnx_sha256": file_sha256(model)}
     manifest_path(plan).write_text(json.dumps(data))
     return plan
 

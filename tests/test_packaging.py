@@ -13,7 +13,7 @@ from conftest import PACKAGE_DIRS, ROOT, run_python
 
 HEAVY = ("torch", "tensorrt", "pycuda", "onnxruntime", "pytriton")
 # Code that runs on the Orin, where JetPack 6 has Python 3.10.
-DEVICE_SIDE = ("core", "server", "client", "jetson", "systemd", "convert")
+DEVICE_SIDE = ("core", "formats", "server", "client", "jetson", "systemd", "convert", "ui", "fleet")
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +48,11 @@ def test_wheel_declares_the_console_script_and_extras(wheel):
     assert "edge-convert = orinkit.cli.convert:main" in scripts
     assert "edge-bench = orinkit.cli.bench:main" in scripts
     assert "edge-jetson = orinkit.cli.jetson:main" in scripts
+    assert "edge-fleet = orinkit.cli.fleet:main" in scripts
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
-    for extra in ("torch", "device", "tensorrt", "server", "test"):
+    for extra in ("torch", "device", "tensorrt", "server", "test", "fleet"):
         assert f"Provides-Extra: {extra}" in text
     assert 'numpy<2,>=1.21; extra == "server"' in text
 

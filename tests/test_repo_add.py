@@ -16,7 +16,7 @@ from orinkit.repo.add import add_model
 from orinkit.repo.artifacts import onnx_signature
 from orinkit.repo.configs import Runtime
 from orinkit.repo.errors import ConfigParseError, ModelExistsError, SignatureError, UnsupportedArtifactError
-from orinkit.repo.options import ModelOptions, VersionPolicy
+from orinkit.repo.options import ModelOptions, SequenceBatching, VersionPolicy
 from orinkit.repo.pbtxt import format_config, parse_config, read_config
 
 
@@ -175,6 +175,50 @@ def test_version_policies_and_batching_options(classifier_onnx, tmp_path):
     assert list(config.version_policy.specific.versions) == [1, 3]
     assert VersionPolicy.parse("all").served([1, 2, 3]) == [1, 2, 3]
     assert VersionPolicy.parse("latest:2").served([1, 2, 3]) == [2, 3]
+
+
+
+def test_decoupled_and_sequence_options_write_triton_s_schedulers(tmp_path):
+    running_sum = DATA / "client_models" / "running_sum.py"
+    runner = CliRunner()
+    result = runner.invoke(main, ["add", str(running_sum), "--repo", str(tmp_path), "--create", "--input",
+                                  "X:INT32:1", "--output", "SUM:INT32:1", "--output", "STEP:INT32:1",
+                                  "--max-batch-size", "4", "--sequence", "--sequence-strategy", "oldest",
+                                  "--correlation-type", "STRING"])
+    assert result.exit_code == 0, result.output
+    config = read_config(tmp_path / "running_sum" / "config.pbtxt")
+    assert config.WhichOneof("scheduling_choice") == "sequence_batching"
+    batching = config.sequence_batching
+    assert batching.WhichOneof("strategy_choice") == "oldest" and batching.max_sequence_idle_microseconds == 10**7
+    controls = {c.name: c.control[0] for c in batching.control_input}
+    assert sorted(controls) == ["CORRID", "END", "START"]
+    assert list(controls["START"].int32_false_true) == [0, 1] and controls["CORRID"].data_type == mc.TYPE_STRING
+    count_stream = DATA / "client_models" / "count_stream.py"
+    result = runner.invoke(main, ["add", str(count_stream), "--repo", str(tmp_path), "--input", "N:INT32:1",
+                                  "--input", "DELAY_MS:INT32:1", "--output", "VALUE:INT32:1", "--decoupled"])
+    assert result.exit_code == 0, result.output
+    assert read_config(tmp_path / "count_stream" / "config.pbtxt").model_transaction_policy.decoupled
+    stray = runner.invoke(main, ["add", str(count_stream), "--repo", str(tmp_path), "--name", "c2", "--input",
+                                 "N:INT32:1", "--output", "VALUE:INT32:1", "--sequence-idle-us", "5"])
+    assert stray.exit_code == 2 and "only apply with --sequence" in stray.output
+
+
+@pytest.mark.parametrize("options, text", [
+    (dict(decoupled=True), "decoupled responses need a model that sends them itself"),
+    (dict(sequence=SequenceBatching(), dynamic_batching=True), "either a sequence batcher or dynamic batching"),
+])
+def test_scheduler_options_that_do_not_apply_are_refused(classifier_onnx, tmp_path, options, text):
+    with pytest.raises(SignatureError, match=text):
+        add_model(tmp_path / "models", classifier_onnx, runtime="onnxruntime_onnx", options=ModelOptions(**options))
+
+
+def test_sequence_controls_are_not_inputs(tmp_path):
+    with pytest.raises(SignatureError, match=r"control tensors \['START'\] are also declared as inputs"):
+        add_model(tmp_path, DATA / "client_models" / "running_sum.py", inputs=[TensorSpec.parse("X:INT32:1"),
+                  TensorSpec.parse("START:INT32:1")], outputs=[TensorSpec.parse("SUM:INT32:1")],
+                  options=ModelOptions(max_batch_size=4, sequence=SequenceBatching()))
+    with pytest.raises(SignatureError, match="repeat a name"):
+        SequenceBatching(start="CORRID")
 
 
 @pytest.mark.parametrize(

@@ -55,14 +55,16 @@ def _reverse_flow(config):
 
 
 PLANTS = {
-    "config-missing": ("net", lambda r: (r / "net" / "config.pbtxt").unlink()),
+    # Without a config the server infers the backend from the model file; with neither it cannot load the model.
+    "config-missing": ("det", lambda r: [(r / "det" / f).unlink() for f in ("config.pbtxt", "1/model.onnx")]),
     "config-invalid": ("net", lambda r: (r / "net" / "config.pbtxt").write_text("name: \"net\"\nbackend: python\n")),
     "name-mismatch": ("net", lambda r: edit(r, "net", lambda c: setattr(c, "name", "network"))),
     "no-version": ("classify", lambda r: (r / "classify" / "1").rmdir()),
     "non-numeric-version": ("net", lambda r: (r / "net" / "v2").mkdir()),
     "policy-version-missing": ("net", lambda r: edit(r, "net", lambda c: c.version_policy.specific.versions.append(3))),
     "model-file-missing": ("net", lambda r: (r / "net" / "1" / "model.onnx").unlink()),
-    "unknown-runtime": ("add_sub", lambda r: edit(r, "add_sub", lambda c: c.ClearField("backend"))),
+    "unknown-runtime": ("add_sub", lambda r: (edit(r, "add_sub", lambda c: c.ClearField("backend")),
+                                              (r / "add_sub" / "1" / "model.py").unlink())),
     "torchscript-naming": ("affine", lambda r: edit(r, "affine", lambda c: _rename_input(c, "x"))),
     "batch-exceeds-profile": ("lane", lambda r: edit(r, "lane", lambda c: setattr(c, "max_batch_size", 8))),
     "no-manifest": ("lane", lambda r: (r / "lane" / "1" / "model.plan.manifest.json").unlink()),
@@ -98,11 +100,23 @@ def _fixed_batch_manifest(repo):
 def test_each_planted_mistake_gives_its_finding(repo, code):
     model, plant = PLANTS[code]
     (plant or _fixed_batch_manifest)(repo)
-    findings = check_repository(repo)
+    # io-missing: a server that completes configs fills inputs the config leaves out; a strict one does not.
+    findings = check_repository(repo, auto_complete=code != "io-missing")
     assert [(f.code, f.model) for f in findings] == [(code, model)], findings
     finding = findings[0]
     assert finding.problem and finding.fix and finding.file
     assert finding.severity == ("warning" if code in ("non-numeric-version", "no-manifest") else "error")
+
+
+def test_a_model_the_server_completes_is_accepted_with_notes(repo):
+    """No config.pbtxt beside model.onnx: Triton infers onnxruntime and the backend completes the rest."""
+    (repo / "det" / "config.pbtxt").unlink()
+    edit(repo, "add_sub", lambda c: c.ClearField("backend"))  # model.py tells the backend
+    findings = check_repository(repo)
+    assert all(f.severity == "info" for f in findings), findings
+    assert {(f.code, f.model) for f in findings} == {("config-completed", "det"), ("io-completed", "det")}
+    strict = check_repository(repo, auto_complete=False)
+    assert [(f.severity, f.code, f.model) for f in strict] == [("error", "config-missing", "det")]
 
 
 def test_backend_missing_from_the_server_backend_directory(repo, tmp_path):

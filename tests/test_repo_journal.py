@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from torch_models import Affine, export
 
 from orinkit.cli.repo import main as edge_repo
+from orinkit.core.errors import OrinkitError
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository
 from orinkit.repo.deploy import deploy_version, load_versions
@@ -23,6 +24,7 @@ from orinkit.repo.errors import DeployBusyError
 from orinkit.repo.journal import model_lock, quarantine_unproven, read_journal, record_loaded
 from orinkit.repo.layout import version_folders
 from orinkit.repo.options import ModelOptions
+from orinkit.server.ports import free_ports
 from orinkit.server.testing import start_on_free_ports
 
 EDGE_REPO = str(Path(sys.executable).parent / "edge-repo")
@@ -147,6 +149,21 @@ def test_a_put_back_version_that_still_fails_is_set_aside_again(repository, arti
         assert "failed to load again" in read_journal(repository / "affine").quarantined[2]
     finally:
         server.stop()
+
+
+def test_a_load_with_no_server_to_ask_leaves_set_aside_versions_aside(repository, artifacts, tmp_path):
+    first, _ = _serve(repository, tmp_path)
+    first.stop()
+    deploy_version(repository, "affine", artifacts["broken"])
+    server, _ = _serve(repository, tmp_path, "second")
+    server.stop()
+    assert (repository / "affine" / "quarantined-2").is_dir()
+    (port,) = free_ports(1)
+    with pytest.raises(OrinkitError) as caught:
+        load_versions(repository, "affine", server=f"127.0.0.1:{port}")
+    assert caught.value.exit_code == 6
+    assert (repository / "affine" / "quarantined-2").is_dir(), "a version no server judged was put back"
+    assert not (repository / "affine" / "2").exists()
 
 
 def test_two_deploys_of_one_model_never_share_a_number(repository, artifacts):

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import socket
 import time
 
 import numpy as np
 import onnxruntime
 import pytest
 import tritonclient.grpc as grpcclient
+from click.testing import CliRunner
+from client_fixtures import MODELS
 from google.protobuf import json_format
 from PIL import Image
 from repo_fixtures import build_servable
 
+from orinkit.core.errors import OrinkitError
+from orinkit.repo.add import add_model
 from orinkit.repo.options import ModelOptions
 from orinkit.repo.pbtxt import read_config
 from orinkit.repo.pymodels import image_preprocess, topk
+from orinkit.repo.signature import TensorSpec
 
 # Requests that arrive within 300 ms are run as one batch by the pre-processing step.
 BATCHING = ModelOptions(dynamic_batching=True, max_queue_delay_us=300_000)
@@ -114,3 +121,74 @@ def test_a_bad_image_fails_only_its_own_request(client, server):
     executions = stats.execution_count - stats_before.execution_count
     inferences = stats.inference_count - stats_before.inference_count
     assert inferences == 4 and executions < 4, "the four requests shared an execute() call"
+
+
+def _status(*args):
+    from orinkit.cli.repo import main
+
+    return CliRunner().invoke(main, ["status", *args])
+
+
+def test_edge_repo_status_shows_requests_and_inferences(server, client):
+    url = server.command.grpc_url
+
+    def rows():
+        result = _status("--server", url, "--json")
+        assert result.exit_code == 0, result.output
+        return {(r["name"], r["version"]): r for r in json.loads(result.output)}
+
+    before = rows()
+    x = np.zeros((5, 3, 32, 32), np.float32)
+    tensor = grpcclient.InferInput("input", x.shape, "FP32")
+    tensor.set_data_from_numpy(x)
+    for _ in range(3):
+        client.infer("net", [tensor])
+    deadline = time.monotonic() + 2  # the server counts a request as it releases it, just after answering
+    while (after := rows())[("net", "1")]["success_count"] < before[("net", "1")]["success_count"] + 3:
+        assert time.monotonic() < deadline, after
+        time.sleep(0.05)
+    net, was = after[("net", "1")], before[("net", "1")]
+    assert net["state"] == "READY"
+    assert net["success_count"] - was["success_count"] == 3 and net["failure_count"] == was["failure_count"]
+    assert net["inference_count"] - was["inference_count"] == 15, "a batch of 5 is 5 inferences"
+    assert all(isinstance(r["failure_count"], int) for r in after.values())
+    text = _status("--server", url)
+    assert text.exit_code == 0, text.output
+    line = next(line for line in text.output.splitlines() if line.startswith("net "))
+    assert "READY" in line and f"{net['success_count']} ok" in line and " failed " in line
+    assert f"{net['inference_count']} inferences" in line
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("localhost", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def test_edge_repo_status_defaults_to_a_server_on_localhost_8001(tmp_path):
+    """The default as users meet it: a server on the standard port, and edge-repo status with no --server."""
+    from orinkit.server.command import ServerOptions, build_command
+    from orinkit.server.locate import locate_tritonserver
+    from orinkit.server.ports import free_ports, port_is_free
+    from orinkit.server.process import TritonProcess
+
+    if _listening(8001) or not port_is_free("127.0.0.1", 8001):
+        pytest.skip("port 8001 is in use on this machine")
+    repository = tmp_path / "models"
+    add_model(repository, MODELS / "plus_one.py", name="plus_one", inputs=[TensorSpec.parse("X:FP32:2x3")],
+              outputs=[TensorSpec.parse("Y:FP32:2x3")], options=ModelOptions(max_batch_size=0))
+    http, metrics = free_ports(2)
+    options = ServerOptions(repository=repository, http_port=http, grpc_port=8001, metrics_port=metrics)
+    process = TritonProcess(build_command(locate_tritonserver(), options), log=tmp_path / "server.log")
+    try:
+        process.start(ready_timeout_s=180)
+    except OrinkitError as exc:  # another test run took the port in between
+        pytest.skip(f"could not start a server on port 8001: {exc}")
+    try:
+        result = _status()
+        assert result.exit_code == 0, result.output
+        assert re.match(r"plus_one +1  READY +0 ok +0 failed +0 inferences", result.output), result.output
+    finally:
+        process.stop()

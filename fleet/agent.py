@@ -1,0 +1,414 @@
+"""The device agent (``edge-fleet agent``): brings the local Triton to its ring's desired state, and says how it went.
+
+Each poll is one conditional read of ``rings/RING.json`` (an ETag: an unchanged state costs one request and no
+body). For each model whose wanted version is not what serves, the agent:
+
+1. reads the version's manifest (no manifest: the version does not exist yet; it is reported PENDING and the serving
+   version stays);
+2. checks MemAvailable: during a reload the old and new versions are both in memory (an 8 GB Orin has no room to
+   spare), so it needs ``memory_factor`` × the version's size + ``memory_margin_mb`` (PENDING otherwise);
+3. downloads it into a staging folder beside the repository and checks every file's size and sha256 (FAILED on a
+   mismatch, nothing placed);
+4. places and loads it with :func:`orinkit.repo.deploy.place_version`: renamed in whole, loaded in explicit mode,
+   live only once READY, then the health gate (the golden input to exactly that version); a failed load or gate
+   sets the version aside as ``quarantined-N`` (the next server start does not load it) and the old version serves.
+
+A version already on disk and proven (a rollback target) is loaded without a download. The report
+(``devices/DEVICE/report.json``) is written when something changed, after a change on each of the next
+``report_burst`` polls (a rollout's soak reads them), and as a heartbeat every ``heartbeat_every`` polls. The server
+never depends on the bucket: with the bucket down it serves what is on disk, the agent keeps the last desired state
+it read (in its state folder) and retries with capped exponential backoff. Models the server serves that the desired
+state does not name are kept serving and reported UNMANAGED: taking a model away is a decision for a person (or a
+later desired state naming another version), never a side effect of a ring file edited by hand.
+
+Runs on the device (Python 3.10).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from orinkit.core.files import atomic_write_bytes
+from orinkit.fleet.errors import BucketError, BucketLayoutError, GateError, IntegrityError
+from orinkit.fleet.fetch import fetch_version, version_bytes
+from orinkit.fleet.gate import FAILED, GATE_REQUESTS, Gate, GateResult, run_gate
+from orinkit.fleet.health import HealthProbe
+from orinkit.fleet.layout import DesiredState, DeviceReport, ModelReport, checked_name, report_key, ring_key
+from orinkit.fleet.store import LocalStore, default_state_dir
+
+READY, FAILED_STATE, PENDING, UNMANAGED = "READY", "FAILED", "PENDING", "UNMANAGED"
+MIB = 1 << 20
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PollResult:
+    changed: bool  # the ring's desired state changed since the last poll (the first read counts)
+    generation: int  # of the desired state acted on (0: none read yet, or the ring has none)
+    models: dict[str, ModelReport] = field(default_factory=dict)  # what the device reports now
+    acted: tuple[str, ...] = ()  # models this poll placed, loaded or failed to
+    reported: bool = False  # a report was written
+    errors: tuple[str, ...] = ()  # bucket or server problems of this poll (the agent goes on)
+    requests: int = 0  # S3 requests this poll made
+    next_poll_s: float = 60.0  # the interval, or the backoff after a bucket error
+
+
+class _NotEnoughMemory(Exception):
+    pass
+
+
+class Agent:
+    def __init__(self, bucket, ring: str, repository: str | Path, server: str = "localhost:8001", *,
+                 device: str | None = None, interval_s: float = 60.0, heartbeat_every: int = 10,
+                 report_burst: int = 10, state_dir: str | Path | None = None, gate_requests: int = GATE_REQUESTS,
+                 memory_factor: float = 2.0, memory_margin_mb: float = 256.0, load_timeout_s: float = 300.0,
+                 max_backoff_s: float = 600.0, meminfo_root: Path = Path("/"), progress: Progress = print) -> None:
+        self.bucket, self.server, self.progress = bucket, server, progress
+        self.ring = checked_name("ring", ring)
+        self.device = checked_name("device", device or socket.gethostname())
+        self.repository = Path(repository).resolve()
+        self.interval_s, self.max_backoff_s = float(interval_s), float(max_backoff_s)
+        self.heartbeat_every, self.report_burst = max(1, heartbeat_every), max(0, report_burst)
+        self.gate_requests, self.load_timeout_s = gate_requests, load_timeout_s
+        self.memory_factor, self.memory_margin_mb, self.meminfo_root = memory_factor, memory_margin_mb, meminfo_root
+        self.store = LocalStore(Path(state_dir) if state_dir else default_state_dir(self.repository))
+        self.probe = HealthProbe(server, requests=gate_requests, meminfo_root=meminfo_root, timeout_s=10.0)
+        self._etag: str | None = None
+        self._desired = self._last_known_desired()  # the bucket may be down at start: act on what was read last
+        self._outcomes: dict[str, ModelReport] = {}
+        self._failed: dict[str, int] = {}  # model → version that failed at this generation: not retried
+        self._not_before: dict[str, int] = {}  # model → poll before which a PENDING version is not retried
+        self._gate_results: dict[tuple[str, int], GateResult] = {}
+        self._ready: dict[str, list[int]] = {}
+        self._polls = self._since_report = self._burst = self._bucket_errors = 0
+        self._report_due = True
+        self._server_ok = False
+
+    # -- the loop -------------------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until ``stop`` is set. Nothing ends the loop but ``stop``: the agent is the device's way back."""
+        while not stop.is_set():
+            try:
+                wait = self.poll_once().next_poll_s
+            except Exception as exc:  # a bug or an unforeseen error must not leave the device unmanaged for good
+                self.progress(f"poll failed unexpectedly: {type(exc).__name__}: {exc}")
+                wait = self.interval_s
+            stop.wait(wait)
+
+    def poll_once(self) -> PollResult:
+        self._polls += 1
+        requests_before = self.bucket.requests
+        errors: list[str] = []
+        changed = self._read_desired(errors)
+        acted: dict[str, ModelReport] = {}
+        if self._desired is not None:
+            acted = self._reconcile(errors)
+        reported = self._maybe_report(changed or bool(acted), errors)
+        return PollResult(changed, self._desired.generation if self._desired else 0, self._models(), tuple(acted),
+                          reported, tuple(errors), self.bucket.requests - requests_before, self._next_poll_s())
+
+    def _next_poll_s(self) -> float:
+        if not self._bucket_errors:
+            return self.interval_s
+        # Capped exponential backoff, jittered so that a fleet does not come back to the store all at once.
+        backoff = min(self.interval_s * 2 ** self._bucket_errors, max(self.max_backoff_s, self.interval_s))
+        return backoff * random.uniform(0.8, 1.0)
+
+    # -- the desired state ----------------------------------------------------------------------------------------
+
+    def _read_desired(self, errors: list[str]) -> bool:
+        try:
+            data, etag = self.bucket.read_if_changed(ring_key(self.ring), self._etag)
+        except BucketError as exc:
+            self._bucket_errors += 1
+            errors.append(f"bucket: {exc.message}")
+            return False
+        self._bucket_errors = 0
+        if data is None and etag is not None:
+            return False  # unchanged (HTTP 304)
+        self._etag = etag
+        try:
+            desired = DesiredState.from_json(data) if data is not None else DesiredState(self.ring)
+        except BucketLayoutError as exc:
+            errors.append(exc.message)  # keep acting on the last good state; a new write changes the ETag
+            return False
+        if self._desired is not None and (desired.generation, dict(desired.models)) == (
+                self._desired.generation, dict(self._desired.models)):
+            return False
+        self._desired = desired
+        self._failed.clear()  # a new generation may name a failed version again on purpose: try it once more
+        self._not_before.clear()
+        self._burst = self.report_burst
+        atomic_write_bytes(self.store.root / "desired.json", desired.to_json(), mode=0o600)
+        self.progress(f"ring {self.ring} generation {desired.generation}: {dict(desired.models)}"
+                      + (f" ({desired.note})" if desired.note else ""))
+        return True
+
+    def _last_known_desired(self) -> DesiredState | None:
+        try:
+            desired = DesiredState.from_json((self.store.root / "desired.json").read_bytes())
+        except (OSError, BucketLayoutError):
+            return None
+        return desired if desired.ring == self.ring else None
+
+    # -- bringing the server there --------------------------------------------------------------------------------
+
+    def _reconcile(self, errors: list[str]) -> dict[str, ModelReport]:
+        from orinkit.repo.errors import RepoError
+        from orinkit.repo.server_api import RepositoryAPI
+
+        try:
+            with RepositoryAPI(self.server) as api:
+                self._ready = _ready_versions(api)
+        except RepoError as exc:
+            self._server_ok = False
+            errors.append(f"server: {exc.message}")
+            return {}
+        self._server_ok = True
+        acted: dict[str, ModelReport] = {}
+        for model, wanted in sorted(self._desired.models.items()):
+            serving = max(self._ready.get(model, []), default=None)
+            if self._failed.get(model) == wanted:
+                if serving is None:  # the server restarted since: serve what is on disk again
+                    self._load_quietly(model)
+                continue
+            if serving == wanted:
+                known = self._outcomes.get(model)
+                if known is None or (known.version, known.state) != (wanted, READY):
+                    acted[model] = self._outcomes[model] = self._serving_wanted(model, wanted)
+                continue
+            if self._polls < self._not_before.get(model, 0):
+                continue
+            acted[model] = self._outcomes[model] = self._apply(model, wanted, serving)
+            if self._bucket_errors:
+                break  # the store went away mid-poll: the other models wait for the backoff
+        return acted
+
+    def _serving_wanted(self, model: str, version: int) -> ModelReport:
+        """The wanted version serves (placed earlier, or by a previous run of the agent): its recorded gate."""
+        status = self.store.result(model, version)
+        if status is None:  # never gated here (placed by hand, or the state folder was lost): gate it now
+            try:
+                gate = self._fetch_gate(model, version)
+            except (BucketError, BucketLayoutError, IntegrityError) as exc:
+                return ModelReport(version, READY, None, f"serving; its gate could not be fetched: {exc.message}")
+            result = run_gate(self.server, model, version, gate, requests=self.gate_requests)
+            self._gate_results[(model, version)] = result
+            status = result.status
+            self.store.record_result(model, version, status)
+            if status == FAILED:
+                self._failed[model] = version
+                return ModelReport(version, FAILED_STATE, status, f"version {version} serves but fails its gate: "
+                                   f"{result.reason}")
+        return ModelReport(version, READY, status)
+
+    def _fetch_gate(self, model: str, version: int) -> Gate | None:
+        from orinkit.fleet.fetch import fetch_version as fetch
+        from orinkit.fleet.layout import GATE, VersionManifest
+        from orinkit.fleet.push import read_manifest
+
+        known, gate = self.store.gate(model, version)
+        if known:
+            return gate
+        manifest = read_manifest(self.bucket, model, version)
+        if manifest is None or manifest.gate is None:
+            self.store.keep_gate(model, version, None, None)
+            return None
+        only_gate = VersionManifest(model, version, tuple(f for f in manifest.files if f.path == GATE), manifest.gate)
+        staging = self.store.staging(model, version)
+        try:
+            fetched = fetch(self.bucket, only_gate, staging)
+            self.store.keep_gate(model, version, fetched.gate, manifest.gate)
+        finally:
+            self.store.clear_staging(model, version)
+        return self.store.gate(model, version)[1]
+
+    def _apply(self, model: str, wanted: int, serving: int | None) -> ModelReport:
+        from orinkit.fleet.push import read_manifest
+        from orinkit.repo.deploy import place_version
+        from orinkit.repo.errors import DeployBusyError, DeployLoadError, RepoError
+        from orinkit.repo.journal import read_journal
+
+        self.progress(f"{model}: version {wanted} wanted, {serving if serving is not None else 'none'} serving")
+        folder = self.repository / model
+        started = time.monotonic()
+        try:
+            known, gate = self.store.gate(model, wanted)
+            if known and (folder / str(wanted)).is_dir() and wanted in read_journal(folder).proven:
+                # On disk and loaded before (a rollback target, or the server restarted): no download.
+                self._check_memory(wanted, _tree_bytes(folder / str(wanted)))
+                source, files = None, None
+            else:
+                manifest = read_manifest(self.bucket, model, wanted)
+                if manifest is None:
+                    return self._pending(model, serving, f"version {wanted} is not in the bucket (no manifest: never "
+                                                         "pushed, or its push has not finished)")
+                self._check_memory(wanted, version_bytes(manifest))
+                fetched = fetch_version(self.bucket, manifest, self.store.staging(model, wanted))
+                self.store.keep_gate(model, wanted, fetched.gate, manifest.gate)
+                gate = self.store.gate(model, wanted)[1]
+                source, files = fetched.folder, fetched.model_files
+            place_version(self.repository, model, wanted, source, server=self.server, model_files=files,
+                          accept=self._gate_check(model, wanted, gate), timeout_s=self.load_timeout_s,
+                          progress=self.progress)
+        except _NotEnoughMemory as exc:
+            return self._pending(model, serving, str(exc))
+        except IntegrityError as exc:
+            return self._refused(model, wanted, None, f"version {wanted} refused: {exc.message}")
+        except DeployLoadError as exc:
+            gated = self._gate_results.get((model, wanted))
+            if gated is not None and gated.status == FAILED:
+                return self._refused(model, wanted, FAILED, f"version {wanted} failed its gate: {gated.reason}")
+            return self._refused(model, wanted, None, f"version {wanted} did not load: {exc.message}")
+        except DeployBusyError as exc:
+            return self._pending(model, serving, exc.message, polls=1)
+        except BucketError as exc:
+            self._bucket_errors += 1
+            return self._pending(model, serving, f"version {wanted}: bucket: {exc.message}", polls=0)
+        except (RepoError, BucketLayoutError) as exc:
+            return self._pending(model, serving, f"version {wanted}: {exc.message}")
+        finally:
+            self.store.clear_staging(model, wanted)
+        status = self._gate_results[(model, wanted)].status
+        self.store.record_result(model, wanted, status)
+        self.store.forget_older(model, keep=set(_version_numbers(folder)))
+        self.progress(f"{model}: version {wanted} READY, gate {status} ({time.monotonic() - started:.1f} s)")
+        return ModelReport(wanted, READY, status)
+
+    def _gate_check(self, model: str, version: int, gate: Gate | None) -> Callable[[], None]:
+        def accept() -> None:
+            result = run_gate(self.server, model, version, gate, requests=self.gate_requests)
+            self._gate_results[(model, version)] = result
+            if result.status == FAILED:
+                raise GateError(f"failed its health gate: {result.reason}",
+                                hint="compare the version with the one serving; push a fixed version")
+        return accept
+
+    def _check_memory(self, version: int, size: int) -> None:
+        from orinkit.jetson.memory import read_memory
+
+        memory = read_memory(self.meminfo_root)
+        if memory is None or memory.available_kb is None:
+            return  # no /proc/meminfo (not Linux): nothing to judge by
+        need = size * self.memory_factor + self.memory_margin_mb * MIB
+        available = memory.available_kb * 1024
+        if available < need:
+            raise _NotEnoughMemory(
+                f"version {version} not loaded: it needs {need / MIB:.0f} MiB available ({self.memory_factor:g} x its "
+                f"{size / MIB:.1f} MiB + {self.memory_margin_mb:g} MiB; the serving version stays in memory until it "
+                f"is READY) and MemAvailable is {available / MIB:.0f} MiB")
+
+    def _pending(self, model: str, serving: int | None, reason: str, *, polls: int | None = None) -> ModelReport:
+        self._not_before[model] = self._polls + (self.heartbeat_every if polls is None else polls)
+        self.progress(f"{model}: {reason}")
+        return ModelReport(self._serving_now(model, serving), PENDING, None, reason)
+
+    def _refused(self, model: str, wanted: int, gate: str | None, reason: str) -> ModelReport:
+        self._failed[model] = wanted
+        self.progress(f"{model}: {reason}")
+        return ModelReport(self._serving_now(model, None), FAILED_STATE, gate, reason)
+
+    def _serving_now(self, model: str, fallback: int | None) -> int | None:
+        from orinkit.repo.errors import RepoError
+        from orinkit.repo.server_api import RepositoryAPI
+
+        try:
+            with RepositoryAPI(self.server) as api:
+                self._ready = _ready_versions(api)
+        except RepoError:
+            return fallback
+        return max(self._ready.get(model, []), default=None)
+
+    def _load_quietly(self, model: str) -> None:
+        from orinkit.repo.errors import RepoError
+        from orinkit.repo.server_api import RepositoryAPI
+
+        if not (self.repository / model).is_dir():
+            return
+        try:
+            with RepositoryAPI(self.server) as api:
+                api.load(model, self.load_timeout_s)
+        except RepoError as exc:
+            self.progress(f"{model}: loading what is on disk failed: {exc.message}")
+
+    # -- reports --------------------------------------------------------------------------------------------------
+
+    def _models(self) -> dict[str, ModelReport]:
+        wanted = dict(self._desired.models) if self._desired else {}
+        models = {}
+        for model, version in wanted.items():
+            serving = max(self._ready.get(model, []), default=None)
+            models[model] = self._outcomes.get(model) or ModelReport(
+                serving, PENDING, None, f"version {version} not acted on yet")
+        for model, versions in self._ready.items():
+            if model not in wanted and versions:
+                models[model] = ModelReport(max(versions), UNMANAGED, None,
+                                            f"not in ring {self.ring}'s desired state: kept serving, not managed")
+        return models
+
+    def _maybe_report(self, changed: bool, errors: list[str]) -> bool:
+        self._since_report += 1
+        due = changed or self._report_due or self._burst > 0 or self._since_report >= self.heartbeat_every
+        if not due:
+            return False
+        if self._bucket_errors:
+            self._report_due = True  # the store does not answer: report as soon as it does
+            return False
+        models = self._models()
+        # Golden requests only to a server that answered this poll: a down one would make each wait its timeout.
+        serving = {m: (r.version, self.store.gate(m, r.version)[1]) for m, r in models.items()
+                   if r.version is not None and r.state != UNMANAGED} if self._server_ok else {}
+        report = DeviceReport(self.device, self.ring, self._desired.generation if self._desired else 0, models,
+                              time.time(), self.probe.measure(serving), "; ".join(errors))
+        try:
+            self.bucket.write(report_key(self.device), report.to_json())
+        except BucketError as exc:
+            self._bucket_errors += 1
+            self._report_due = True
+            errors.append(f"bucket: {exc.message}")
+            return False
+        self._since_report, self._report_due, self._burst = 0, False, max(0, self._burst - 1)
+        return True
+
+
+def _ready_versions(api) -> dict[str, list[int]]:
+    ready: dict[str, list[int]] = {}
+    for entry in api.index():
+        if entry.state == READY and str(entry.version).isdigit():
+            ready.setdefault(entry.name, []).append(int(entry.version))
+    return ready
+
+
+def _version_numbers(folder: Path) -> list[int]:
+    return [int(p.name) for p in folder.iterdir() if p.is_dir() and p.name.isdigit()] if folder.is_dir() else []
+
+
+def _tree_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def read_report(bucket, device: str) -> DeviceReport | None:
+    data = bucket.read(report_key(device))
+    return None if data is None else DeviceReport.from_json(data)
+
+
+def describe(result: PollResult) -> str:
+    """One line per model for ``--once``."""
+    lines = [f"generation {result.generation}" + (" (changed)" if result.changed else "")
+             + (f"; {result.requests} S3 requests" if result.requests else "")]
+    for model, report in sorted(result.models.items()):
+        lines.append(f"  {model}: {report.state} version {report.version} gate {report.gate}"
+                     + (f" - {report.reason}" if report.reason else ""))
+    lines += [f"  ! {error}" for error in result.errors]
+    return "\n".join(lines)
+
+
+__all__ = ["Agent", "PollResult", "describe", "read_report"]

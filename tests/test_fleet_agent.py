@@ -1,0 +1,331 @@
+"""The device agent against moto's S3 server and a real tritonserver in explicit mode: versions placed, gated and
+reported; half-pushed, corrupt, unloadable, wrong and too-large versions refused with the old one serving; the bucket
+going away and coming back; the idle cost in requests."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from orinkit.fleet.agent import Agent, read_report
+from orinkit.fleet.errors import UnknownVersionError
+from orinkit.fleet.layout import MANIFEST, DesiredState, ring_key
+from orinkit.fleet.push import GateFile, push_repository
+from orinkit.fleet.rings import write_desired_state
+from orinkit.repo.add import add_model
+from orinkit.repo.journal import read_journal
+from orinkit.repo.options import ModelOptions
+from orinkit.repo.signature import TensorSpec
+from orinkit.server.testing import start_on_free_ports
+
+pytest_plugins = ["fleet_fixtures"]
+
+X = np.arange(4, dtype=np.float32)
+MODEL = "scale"
+# Y = X * K; version 3 cannot load; version 4 answers X * 4 + 1 (its gate expects X * 4); version 5 is slow.
+MODEL_PY = '''"""Y = X * K (a fleet test model)."""
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+K, OFFSET, SLEEP_S, BROKEN = {k}, {offset}, {sleep}, {broken}
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        if BROKEN:
+            raise RuntimeError("version {version} cannot start: its weights file is corrupt")
+
+    def execute(self, requests):
+        if SLEEP_S:
+            time.sleep(SLEEP_S)
+        return [pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor(
+            "Y", (pb_utils.get_input_tensor_by_name(r, "X").as_numpy() * K + OFFSET).astype(np.float32))])
+            for r in requests]
+'''
+VERSIONS = {1: {}, 2: {}, 3: {"broken": True}, 4: {"offset": 1.0}, 5: {"sleep": 0.25}, 6: {}}
+
+
+def model_source(version: int) -> str:
+    spec = {"k": float(version), "offset": 0.0, "sleep": 0.0, "broken": False, **VERSIONS[version]}
+    return MODEL_PY.format(version=version, **spec)
+
+
+def build_source(root) -> object:
+    """The release repository: scale versions 1-6 (never loaded here: pushed with unproven=True)."""
+    repository = root / "release"
+    source = root / "scale.py"
+    source.write_text(model_source(1))
+    add_model(repository, source, name=MODEL, inputs=[TensorSpec.parse("X:FP32:4")],
+              outputs=[TensorSpec.parse("Y:FP32:4")], options=ModelOptions(max_batch_size=0))
+    for version in VERSIONS:
+        (repository / MODEL / str(version)).mkdir(exist_ok=True)
+        (repository / MODEL / str(version) / "model.py").write_text(model_source(version))
+    return repository
+
+
+def push(source, bucket, *versions: int) -> None:
+    for version in versions:
+        golden = source.parent / f"gate-{version}.npz"
+        np.savez(golden, **{"input:X": X, "output:Y": X * float(version)})
+        push_repository(source, bucket, models=[MODEL], versions=[version], gates={MODEL: GateFile(golden)},
+                        unproven=True, progress=lambda line: None)
+
+
+def infer(url: str, version: str = "") -> np.ndarray:
+    from orinkit.client import Client
+
+    with Client(url, MODEL, version or None) as client:
+        return client(X=X)
+
+
+def poll_until(agent: Agent, predicate, *, polls: int = 40):
+    for _ in range(polls):
+        result = agent.poll_once()
+        if predicate(result):
+            return result
+    raise AssertionError(f"not reached after {polls} polls: {result}")
+
+
+def ready(version: int):
+    return lambda r: MODEL in r.models and (r.models[MODEL].state, r.models[MODEL].version) == ("READY", version)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    return build_source(tmp_path_factory.mktemp("source"))
+
+
+@pytest.fixture
+def device(tmp_path):
+    """An empty device repository under a real tritonserver in explicit mode."""
+    repository = tmp_path / "device" / "models"
+    repository.mkdir(parents=True)
+    server = start_on_free_ports(repository, tmp_path / "server.log", model_control_mode="explicit")
+    yield repository, server.command.grpc_url
+    server.stop()
+
+
+def make_agent(bucket, device, **options) -> Agent:
+    repository, url = device
+    defaults = dict(device="orin-1", interval_s=0.05, heartbeat_every=5, report_burst=0, gate_requests=5,
+                    progress=lambda line: None)
+    return Agent(bucket, "canary", repository, url, **{**defaults, **options})
+
+
+def test_the_agent_brings_a_new_version_to_ready_gated_and_reported(source, bucket, device):
+    repository, url = device
+    push(source, bucket, 1, 2)
+    write_desired_state(bucket, "canary", {MODEL: 1}, note="first")
+    agent = make_agent(bucket, device)
+    first = agent.poll_once()
+    assert first.changed and first.reported and first.models[MODEL].state == "READY"
+    np.testing.assert_array_equal(infer(url), X)
+
+    write_desired_state(bucket, "canary", {MODEL: 2})
+    started = time.monotonic()
+    result = poll_until(agent, ready(2))
+    seconds = time.monotonic() - started
+    print(f"\nversion 2 READY and gated {seconds:.2f} s after the desired state changed")
+    assert result.models[MODEL].gate == "passed"
+    np.testing.assert_array_equal(infer(url), X * 2)
+    report = read_report(bucket, "orin-1")
+    assert (report.ring, report.generation) == ("canary", 2)
+    assert report.models[MODEL].version == 2 and report.models[MODEL].gate == "passed"
+    assert report.health[f"{MODEL}:p99_ms"] > 0 and report.health[f"{MODEL}:failures"] == 0
+    assert sorted(p.name for p in (repository / MODEL).iterdir() if not p.name.startswith(".")) == [
+        "1", "2", "config.pbtxt"], "the previous version stays as the rollback target"
+    assert read_journal(repository / MODEL).proven >= {2}
+    assert [p.name for p in repository.iterdir()] == [MODEL], "nothing staged inside the repository"
+    assert not any((repository.parent / ".models.fleet" / "staging").iterdir()), "staging emptied"
+
+    # A restarted agent finds the wanted version serving and its gate recorded: nothing downloaded.
+    again = make_agent(bucket, device)
+    before = bucket.requests
+    result = again.poll_once()
+    assert result.models[MODEL] == report.models[MODEL] and bucket.requests - before <= 2
+
+
+def test_a_rollback_to_a_version_on_disk_needs_no_download(source, bucket, device):
+    repository, url = device
+    push(source, bucket, 1, 2)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device)
+    poll_until(agent, ready(1))
+    write_desired_state(bucket, "canary", {MODEL: 2})
+    poll_until(agent, ready(2))
+    write_desired_state(bucket, "canary", {MODEL: 1}, note="rollback")
+    before = bucket.requests
+    result = poll_until(agent, ready(1))
+    assert result.requests <= 2, "the ring read and the report: version 1 was on disk"
+    assert bucket.requests - before <= 2
+    np.testing.assert_array_equal(infer(url), X)
+    assert (repository / MODEL / "rolled-back-2").is_dir() and not (repository / MODEL / "2").exists()
+
+
+def test_a_half_pushed_version_is_never_pulled(source, bucket, device):
+    repository, url = device
+    push(source, bucket, 1, 2)
+    bucket.delete(f"models/{MODEL}/2/{MANIFEST}")  # files there, manifest not yet: a push still under way
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device)
+    poll_until(agent, ready(1))
+    with pytest.raises(UnknownVersionError):
+        write_desired_state(bucket, "canary", {MODEL: 2})
+    # Written by hand (or by an older tool): the agent must still refuse to pull it.
+    bucket.write(ring_key("canary"), DesiredState("canary", {MODEL: 2}, 7).to_json())
+    result = agent.poll_once()
+    state = result.models[MODEL]
+    assert (state.state, state.version) == ("PENDING", 1) and "no manifest" in state.reason
+    assert not (repository / MODEL / "2").exists()
+    np.testing.assert_array_equal(infer(url), X)
+    assert "no manifest" in read_report(bucket, "orin-1").models[MODEL].reason
+
+    push(source, bucket, 2)  # the push finishes: the agent picks it up at a later poll
+    poll_until(agent, ready(2))
+    np.testing.assert_array_equal(infer(url), X * 2)
+
+
+def test_a_file_changed_after_the_push_is_refused_and_reported(source, bucket, device):
+    repository, url = device
+    push(source, bucket, 1, 6)
+    bucket.write(f"models/{MODEL}/6/version/model.py", model_source(6).encode() + b"\n# tampered\n")
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device)
+    poll_until(agent, ready(1))
+    write_desired_state(bucket, "canary", {MODEL: 6})
+    result = agent.poll_once()
+    state = result.models[MODEL]
+    assert (state.state, state.version) == ("FAILED", 1)
+    assert "refused" in state.reason and "sha256" in state.reason and "version/model.py" in state.reason
+    assert not (repository / MODEL / "6").exists() and not any(p.name.endswith("6")
+                                                              for p in (repository / MODEL).iterdir())
+    np.testing.assert_array_equal(infer(url), X)
+    requests = [agent.poll_once().requests for _ in range(3)]
+    assert max(requests) <= 2, "a refused version is not downloaded again at every poll"
+
+
+@pytest.mark.parametrize("version, gate, reason", [
+    (3, None, "did not load"),
+    (4, "failed", "failed its gate: output Y differs"),
+])
+def test_a_version_that_cannot_load_or_fails_its_gate_leaves_the_old_one_serving(source, bucket, device, version,
+                                                                                  gate, reason):
+    repository, url = device
+    push(source, bucket, 1, version)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device)
+    poll_until(agent, ready(1))
+    write_desired_state(bucket, "canary", {MODEL: version})
+    state = agent.poll_once().models[MODEL]
+    assert (state.state, state.version, state.gate) == ("FAILED", 1, gate)
+    assert reason in state.reason
+    if version == 3:
+        assert "weights file is corrupt" in state.reason
+    np.testing.assert_array_equal(infer(url), X)
+    journal = read_journal(repository / MODEL)
+    assert version in journal.quarantined and version not in journal.proven
+    assert (repository / MODEL / f"quarantined-{version}").is_dir(), "set aside: the next start does not load it"
+    assert read_report(bucket, "orin-1").models[MODEL].state == "FAILED"
+
+
+def test_not_enough_memory_keeps_the_old_version_until_there_is(source, bucket, device, tmp_path):
+    _, url = device
+    push(source, bucket, 1, 2)
+    meminfo = tmp_path / "root" / "proc" / "meminfo"
+    meminfo.parent.mkdir(parents=True)
+    meminfo.write_text("MemTotal: 7800000 kB\nMemAvailable: 300000 kB\n")
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device, meminfo_root=tmp_path / "root", memory_margin_mb=0)
+    poll_until(agent, ready(1))
+    agent.memory_margin_mb = 512  # the next version needs more than the 293 MiB available
+    write_desired_state(bucket, "canary", {MODEL: 2})
+    state = agent.poll_once().models[MODEL]
+    assert (state.state, state.version) == ("PENDING", 1) and "MemAvailable is 293 MiB" in state.reason
+    meminfo.write_text("MemTotal: 7800000 kB\nMemAvailable: 3000000 kB\n")
+    poll_until(agent, ready(2), polls=12)  # retried at the heartbeat
+    np.testing.assert_array_equal(infer(url), X * 2)
+
+
+def test_models_left_out_of_the_desired_state_keep_serving_as_unmanaged(source, bucket, device):
+    _, url = device
+    push(source, bucket, 1)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device)
+    poll_until(agent, ready(1))
+    write_desired_state(bucket, "canary", {})
+    state = agent.poll_once().models[MODEL]
+    assert (state.state, state.version) == ("UNMANAGED", 1) and "kept serving" in state.reason
+    np.testing.assert_array_equal(infer(url), X)
+
+
+def test_with_the_bucket_down_the_server_serves_and_the_agent_recovers(source, bucket, device):
+    from moto.server import ThreadedMotoServer
+
+    from orinkit.fleet.bucket import Bucket
+
+    _, url = device
+    push(source, bucket, 1, 2)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    port = free_port()
+    store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    store.start()  # a second endpoint onto the same in-process data: stopping it takes the bucket away
+    try:
+        flaky = Bucket(str(bucket.url), endpoint_url=f"http://127.0.0.1:{port}", timeout_s=1.0, retries=0)
+        agent = make_agent(flaky, device, interval_s=0.1, max_backoff_s=0.8)
+        poll_until(agent, ready(1))
+    finally:
+        store.stop()
+    write_desired_state(bucket, "canary", {MODEL: 2})  # while this device cannot see the bucket
+    waits = []
+    for _ in range(5):
+        result = agent.poll_once()
+        assert result.errors and "no answer" in result.errors[0] and not result.reported
+        waits.append(result.next_poll_s)
+        np.testing.assert_array_equal(infer(url), X)  # serving from disk all along
+    assert waits[0] >= 0.1 and waits[-1] <= 0.8 and max(waits) > 2 * waits[0], waits
+    # An agent started while the bucket is down acts on the desired state it read last.
+    restarted = make_agent(flaky, device, interval_s=0.1)
+    assert restarted.poll_once().models[MODEL].version == 1
+
+    store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    store.start()
+    try:
+        poll_until(agent, ready(2))
+        np.testing.assert_array_equal(infer(url), X * 2)
+        assert read_report(bucket, "orin-1").generation == 2
+    finally:
+        store.stop()
+
+
+def test_the_idle_agent_makes_one_request_per_poll(source, bucket, device):
+    push(source, bucket, 1)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    agent = make_agent(bucket, device, heartbeat_every=10)
+    poll_until(agent, ready(1))
+    agent.poll_once()
+    polls, before = 50, bucket.requests
+    results = [agent.poll_once() for _ in range(polls)]
+    requests = bucket.requests - before
+    assert not any(r.changed for r in results)
+    assert requests == polls + polls // 10, "one conditional read per poll, one heartbeat report every 10"
+    per_day = requests / polls * 86400 / 60
+    print(f"\nidle agent: {requests} S3 requests in {polls} polls = {per_day:.0f} a day at a 60 s interval")
+    assert per_day <= 3000
+
+
+def test_the_staging_folder_is_beside_the_repository_and_private(bucket, device):
+    repository, _ = device
+    agent = make_agent(bucket, device)
+    assert agent.store.root.parent == repository.parent and agent.store.root.name == ".models.fleet"
+    assert (agent.store.root.stat().st_mode & 0o777) == 0o700

@@ -1,0 +1,245 @@
+"""The models panel's data: every model of the server's repository index, its state, what it takes and gives, and
+its request counts and latencies over the last seconds.
+
+All of it is read from Triton's HTTP/REST API with the standard library (:class:`TritonHTTP`): serving the page and
+its panels loads neither tritonclient nor gRPC nor numpy (about 40 MB of a small board's memory, beside the
+models); they come with the first try or control request, which need the gRPC client.
+
+Triton's statistics are cumulative since a version loaded; the latencies over an interval are differences of two
+snapshots. Several pages (or tabs) may poll at once, so the snapshots are kept here, server-side, for a sliding
+window: each answer is measured against the oldest snapshot of the last ``window_s`` seconds, whoever asked.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from urllib.parse import quote, urlsplit
+
+from orinkit.core.errors import OrinkitError
+from orinkit.ui.errors import UiError
+
+# Triton's states, most telling first: a model is READY when one version is.
+_ORDER = ("READY", "LOADING", "UNLOADING", "UNAVAILABLE")
+_HTTP_HINT = ("is tritonserver running there, with its HTTP endpoint (port 8000 by default, not gRPC's 8001)? "
+              "edge-serve ui --http-url names another")
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """One row of the repository index (a model without a loaded version has version "")."""
+
+    name: str
+    version: str
+    state: str
+    reason: str
+
+
+def http_url_for(grpc_url: str) -> str:
+    """Triton's HTTP address beside the gRPC one: the same host, on HTTP's default port 8000 (what edge-serve run and
+    the systemd unit use unless told otherwise)."""
+    host = grpc_url.split("://", 1)[-1].split("/", 1)[0]  # "grpcs://host:port" or "host:port"
+    if host.rpartition(":")[0] and not host.endswith("]"):  # "host:port", "[::1]:8001"; a bare "[::1]" has no port
+        host = host.rpartition(":")[0]
+    return f"http://{host or 'localhost'}:8000"
+
+
+class TritonHTTP:
+    """JSON calls to Triton's HTTP/REST API, with orinkit's client errors.
+
+    http.client rather than urllib.request: urllib would send the board's own Triton requests through an
+    ``http_proxy`` set in the environment. A connection per call: the page's threads call at once, and a connection
+    to a local server costs well under a millisecond."""
+
+    def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
+        parts = urlsplit(url)
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            raise UiError(f"Triton's HTTP address '{url}' is not an http://HOST[:PORT] URL",
+                          hint="e.g. --http-url http://localhost:8000")
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._connection = (http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection,
+                            parts.hostname, port)
+        self._prefix = parts.path.rstrip("/")
+
+    def call(self, method: str, path: str, *, what: str, model: str | None = None):
+        """The parsed JSON answer to ``method path``; ServerUnavailableError when the server cannot be reached,
+        DeadlineExceededError after ``timeout_s``, ModelNotFoundError and the like for its refusals."""
+        from orinkit.client.errors import DeadlineExceededError, ServerUnavailableError
+
+        cls, host, port = self._connection
+        connection = cls(host, port, timeout=self.timeout_s)
+        try:
+            # POST with an empty body: Triton's index takes no options the page needs.
+            connection.request(method, self._prefix + path, body=b"" if method == "POST" else None,
+                               headers={"Accept": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+        except TimeoutError as exc:
+            raise DeadlineExceededError(f"{what} on {self.url} took longer than {self.timeout_s:g} s",
+                                        hint="look at the server's load") from exc
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerUnavailableError(f"cannot reach Triton's HTTP API at {self.url}: {exc or type(exc).__name__}",
+                                         hint=_HTTP_HINT) from exc
+        finally:
+            connection.close()
+        try:
+            answer = json.loads(data) if data else None
+        except ValueError:
+            answer = None
+            if response.status == 200:
+                raise ServerUnavailableError(f"{self.url} did not answer {what} with JSON: is it Triton's HTTP API?",
+                                             hint=_HTTP_HINT) from None
+        if response.status != 200:
+            message = answer.get("error") if isinstance(answer, dict) else None
+            raise _refused(self.url, response.status, str(message or response.reason), what, model)
+        return answer
+
+
+def _refused(url: str, status: int, message: str, what: str, model: str | None) -> OrinkitError:
+    """The client's error for Triton's refusal, as its gRPC answer would have been mapped (orinkit.client.errors)."""
+    from orinkit.client.errors import ClientError, ModelNotFoundError, ModelNotReadyError
+
+    if "no available versions" in message:
+        return ModelNotReadyError(f"'{model}' has no version loaded on {url}: {message}",
+                                  hint="edge-repo status shows its state")
+    if status == 404 or "unknown model" in message:
+        return ModelNotFoundError(message, hint="check the model name and version (edge-repo status)")
+    return ClientError(f"{what} on {url} failed: HTTP {status}: {message}", hint="the server log says more")
+
+
+class ModelsView:
+    def __init__(self, url: str, *, window_s: float = 10.0, timeout_s: float = 10.0) -> None:
+        """``url``: Triton's HTTP address (``http://localhost:8000``)."""
+        self.url = url
+        self.window_s = window_s
+        self.timeout_s = timeout_s
+        self.http = TritonHTTP(url, timeout_s=timeout_s)
+        self._snapshots: deque[tuple[float, dict]] = deque(maxlen=256)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Nothing is held between calls; kept so that the page server's stop reads the same for any view."""
+
+    def index(self) -> list[ModelState]:
+        answer = self.http.call("POST", "/v2/repository/index", what="reading the repository index")
+        return [ModelState(str(m.get("name", "")), str(m.get("version", "")), str(m.get("state", "")),
+                           str(m.get("reason", ""))) for m in answer or ()]
+
+    def config(self, name: str, version: str = "") -> dict:
+        """The model's config as JSON (Triton's own field names, as gRPC's ``as_json``), with orinkit's errors."""
+        # Quoted whole: a name or version from a request never becomes another path of Triton's API.
+        path = f"/v2/models/{quote(name, safe='')}"
+        if version:
+            path += f"/versions/{quote(version, safe='')}"
+        return self.http.call("GET", path + "/config", what=f"reading the config of '{name}'", model=name)
+
+    def statistics(self) -> dict:
+        """Every loaded version's counters, by (model, version), as orinkit.client.statistics.ModelStatistics."""
+        from orinkit.client.statistics import from_json
+
+        return from_json(self.http.call("GET", "/v2/models/stats", what="reading the statistics") or {})
+
+    def names(self) -> set[str]:
+        return {m.name for m in self.index()}
+
+    def models(self) -> list[dict]:
+        index = self.index()
+        # Read after the index: a version loaded in between has counts and no state, and is left out.
+        now = time.monotonic()
+        statistics = self.statistics()
+        window, base = self._window(now, statistics)
+        by_name: dict[str, list] = {}
+        for state in index:
+            by_name.setdefault(state.name, []).append(state)
+        return [self._model(name, states, statistics, base, window) for name, states in sorted(by_name.items())]
+
+    def _window(self, now: float, statistics: dict) -> tuple[float | None, dict | None]:
+        with self._lock:
+            while self._snapshots and now - self._snapshots[0][0] > self.window_s:
+                self._snapshots.popleft()
+            base = self._snapshots[0] if self._snapshots else None
+            self._snapshots.append((now, statistics))
+        if base is None or now - base[0] < 0.2:  # nothing before this poll to measure against
+            return None, None
+        return round(now - base[0], 2), base[1]
+
+    def _model(self, name: str, states: list, statistics: dict, base: dict | None, window: float | None) -> dict:
+        present = [s.state for s in states if s.state]
+        state = next((s for s in _ORDER if s in present), present[0] if present else "NOT LOADED")
+        reason = next((s.reason for s in states if s.reason and s.state == state), "")
+        versions = [{"version": s.version, "state": s.state, "reason": s.reason,
+                     **_counts(statistics.get((name, s.version)), base, window)}
+                    for s in sorted(states, key=lambda s: int(s.version) if s.version.isdigit() else -1)
+                    if s.version]
+        model = {"name": name, "state": state, "reason": reason, "versions": versions}
+        if state == "READY":
+            model.update(self._described(name))
+        return model
+
+    def _described(self, name: str) -> dict:
+        try:
+            config = self.config(name)
+        except OrinkitError as exc:  # unloaded between the index and this call: the next poll shows it
+            return {"config_error": exc.message}
+        return {
+            "backend": config.get("backend", ""),
+            "platform": config.get("platform", ""),
+            "max_batch_size": config.get("max_batch_size", 0),
+            "inputs": [_tensor(t) for t in config.get("input", [])],
+            "outputs": [_tensor(t) for t in config.get("output", [])],
+            "image_input": image_input_json(config),
+        }
+
+
+def image_input_json(config: dict) -> dict | None:
+    """What the try panel sends this model (None: it takes no image, or the panel cannot tell)."""
+    # From tryout_inputs, not tryout: tryout brings numpy and Pillow, which the models panel does without.
+    from orinkit.ui.tryout_inputs import image_input
+
+    try:
+        found = image_input(config)
+    except OrinkitError:
+        return None
+    return found.to_json() if found is not None else None
+
+
+def _tensor(t: dict) -> dict:
+    dtype = t.get("data_type", "").removeprefix("TYPE_")
+    # The config's TYPE_STRING is what Triton's API and orinkit call BYTES.
+    return {"name": t.get("name", ""), "dtype": "BYTES" if dtype == "STRING" else dtype,
+            "dims": [int(d) for d in t.get("dims", [])]}
+
+
+def _counts(stats, base: dict | None, window: float | None) -> dict:
+    """Totals since the version loaded, and over the window: requests, and mean queue and compute ms."""
+    if stats is None:
+        return {"success": None, "failure": None, "window": None}
+    counts = {"success": stats.success_count, "failure": stats.failure_count, "window": None}
+    if base is None:
+        return counts
+    before = base.get((stats.model, stats.version))
+    change = stats if before is None else stats - before
+    if change.success_count < 0 or change.failure_count < 0:  # reloaded in between: its counters started again
+        change = stats
+    compute = change.compute_input_ns + change.compute_infer_ns + change.compute_output_ns
+    counts["window"] = {
+        "seconds": window,
+        "success": change.success_count,
+        "failure": change.failure_count,
+        "queue_ms": _round(change.mean_queue_ms),
+        "compute_ms": _round(compute / change.success_count / 1e6 if change.success_count else None),
+    }
+    return counts
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
