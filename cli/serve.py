@@ -300,8 +300,8 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
                                        hint="install with a local folder and let edge-fleet agent fill it from the "
                                             "bucket")
     repository = Path(options["repository"])
-    page_options = _ui_options(options["grpc_port"], ui_host, ui_port, ui_token_file, ui_allow_control,
-                               repository.resolve()) if with_ui else None
+    page_options = _ui_options(options["grpc_port"], options["http_port"], ui_host, ui_port, ui_token_file,
+                               ui_allow_control, repository.resolve()) if with_ui else None
     if options["model_control_mode"] == "explicit" and not options["load_models"]:
         options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()
                                               if (p / "config.pbtxt").is_file())) if repository.is_dir() else ()
@@ -330,11 +330,12 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
                    + ("" if plan.changed else " (nothing changed)"))
 
 
-def _ui_options(grpc_port, host, port, token_file, allow_control, repository):
-    """The page's options, pointed at the server's gRPC port on loopback; refused before anything is written."""
+def _ui_options(grpc_port, http_port, host, port, token_file, allow_control, repository):
+    """The page's options, pointed at the server's ports on loopback; refused before anything is written."""
     from orinkit.systemd.ui_unit import UiOptions
 
-    return UiOptions(grpc_url=f"localhost:{grpc_port}", host=host or "127.0.0.1", port=port or 8080,
+    return UiOptions(grpc_url=f"localhost:{grpc_port}", http_url=f"http://localhost:{http_port}",
+                     host=host or "127.0.0.1", port=port or 8080,
                      repository=repository, allow_control=allow_control, token_file=token_file)
 
 

@@ -24,6 +24,7 @@ class UiOptions:
     """What ``edge-serve ui`` is started with under systemd."""
 
     grpc_url: str = "localhost:8001"
+    http_url: str = "http://localhost:8000"  # the models panel reads Triton's HTTP API (no gRPC client, no numpy)
     host: str = "127.0.0.1"
     port: int = 8080
     repository: Path | None = None  # labels files, and the folder control acts on
@@ -64,8 +65,8 @@ def render_ui_unit(ui: UiOptions, service: ServiceOptions, *, server_unit: str =
         ("Wants", server_unit),
         ("After", f"network-online.target {server_unit}"),
     ])
-    argv = [service.python, "-m", "orinkit.cli.serve", "ui", "--url", ui.grpc_url, "--host", ui.host, "--port",
-            str(ui.port)]
+    argv = [service.python, "-m", "orinkit.cli.serve", "ui", "--url", ui.grpc_url, "--http-url", ui.http_url,
+            "--host", ui.host, "--port", str(ui.port)]
     if ui.repository is not None:
         argv += ["--repository", str(ui.repository)]
     if ui.allow_control:

@@ -49,7 +49,8 @@ def test_the_token_is_a_credential_never_an_argument():
     assert "ReadWritePaths=/srv/models" in text, "control writes the repository, nothing else"
     for key in ("MemoryDenyWriteExecute=yes", "PrivateDevices=yes", "DevicePolicy=closed"):
         assert key in text
-    assert argv[1:6] == ["-m", "orinkit.cli.serve", "ui", "--url", "localhost:8001"]
+    assert argv[1:8] == ["-m", "orinkit.cli.serve", "ui", "--url", "localhost:8001", "--http-url",
+                         "http://localhost:8000"]
     loopback = render_ui_unit(UiOptions(), ui_service(ServiceOptions())).render()
     assert "ReadWritePaths" not in loopback and "LoadCredential" not in loopback
 
@@ -90,11 +91,13 @@ def test_install_ui_stages_both_units_and_a_private_token(tmp_path):
     repository = shutil.copytree(DATA / "repository", tmp_path / "models")
     runner = CliRunner()
     args = ["install", "--repository", str(repository), "--root", str(root), "--ui", "--ui-host", "0.0.0.0",
-            "--ui-token-file", "/etc/orinkit/ui.token", "--ui-allow-control"]
+            "--ui-token-file", "/etc/orinkit/ui.token", "--ui-allow-control", "--http-port", "9100", "--grpc-port",
+            "9101"]
     result = runner.invoke(edge_serve, args)
     assert result.exit_code == 0, result.output
     page = (root / "etc/systemd/system/tritonserver-ui.service").read_text()
     assert "LoadCredential=token:/etc/orinkit/ui.token" in page and "--host 0.0.0.0" in page
+    assert "--url localhost:9101 --http-url http://localhost:9100" in page, "the page follows the server's ports"
     assert f"ReadWritePaths={repository}" in page and "After=network-online.target tritonserver.service" in page
     assert (root / "etc/systemd/system/multi-user.target.wants/tritonserver-ui.service").is_symlink()
     token = root / "etc/orinkit/ui.token"
