@@ -9,8 +9,8 @@ rolled out first; then, with client threads cycling over the six servers' gRPC U
 a. BAD versions rolled out over canary, wave1, all; each must stop at the canary and roll back:
    a1. version 2 loads but answers X * 2 + 1 where its gate expects X * 2;
    a2. version 4's initialize raises (it never loads).
-   Counted: failed client requests, requests answered wrongly (the agent gates a version once it is live, so the
-   canary serves a wrong version for a moment), the ring it stopped at and the servers it touched (each server's
+   Counted: failed client requests, requests answered wrongly (goal 0: the agent gates a version in a shadow model
+   before the version serves), the ring it stopped at and the servers it touched (each server's
    repository index, sampled during the rollout and read after it, its repository folder and its agent's log);
 b. a GOOD version 3 (X * 3) is rolled out to all six: time to full rollout, per ring, failed and wrong requests;
 c. idle S3 requests: fresh agents with the default settings (60 s interval, heartbeat every 10 polls) polled N times
@@ -43,11 +43,12 @@ from orinkit.fleet import (
     Bucket,
     GateFile,
     RolloutError,
+    SoakRule,
     push_repository,
     read_desired_state,
+    rollout,
 )
 from orinkit.fleet.push import read_manifest
-from orinkit.fleet.rollout import SoakRule, rollout  # `orinkit.fleet.rollout` is the module once it is imported
 from orinkit.fleet.status import read_reports
 from orinkit.repo.add import add_model
 from orinkit.repo.errors import RepoError
@@ -458,7 +459,7 @@ def bad_rollout(fleet: Fleet, bucket: Bucket, load: Load, args, label: str, vers
     everyone_v1 = all(np.allclose(serves(url), RIGHT_ANSWERS[1]) for url in fleet.urls.values())
     print(f"{label}. bad version {version} ({BAD_KINDS[version]}) over canary, wave1, all:")
     print(f"   rollout {'raised RolloutError' if error else 'SUCCEEDED (wrong!)'} after {seconds:.1f} s"
-          + (f": {error.split('. Rings put back')[0]}" if error else ""))
+          + (f": {' '.join(error.split('. Rings put back')[0].split())}" if error else ""))
     print(f"   stopped at ring: {', '.join(stopped_at) or 'none'} (goal: canary) "
           f"{goal(stopped_at == ['canary'] and bool(error))}; ring generations: "
           + ", ".join(f"{r} {generations[r]}->{after[r].generation}" for r in RINGS))
@@ -473,8 +474,8 @@ def bad_rollout(fleet: Fleet, bucket: Bucket, load: Load, args, label: str, vers
     print(f"   canary serves version 1 again: {canary_v1}; all six serve version 1: {everyone_v1}")
     print(f"   client load: {load.summary(label)}")
     if load.counts[label]["wrong"]:
-        print("   (the agent gates a version once it is live, the default version policy serving the newest: "
-              "requests without a version reach it until the gate has failed and version 1 is loaded back)")
+        print("   (the agent gates a version in a shadow model before it is live: requests without a version "
+              "should never reach a bad one; wrong answers here mean it did)")
     for line in load.failures[label]:
         print(f"     failure: {line}")
 
@@ -537,7 +538,7 @@ def main() -> int:  # noqa: C901, PLR0915 - one benchmark, read top to bottom
             push(release, bucket, version)
         sizes = {v: sum(f.size for f in read_manifest(bucket, MODEL, v).files) for v in VERSIONS}
         seconds = fleet.start_servers()
-        print(f"fleet: 6 tritonservers (explicit mode) ready in {seconds:.1f} s; rings "
+        print(f"fleet: 6 tritonservers (explicit mode, empty repositories) ready in {seconds:.1f} s; rings "
               + ", ".join(f"{ring} {list(devices)}" for ring, devices in RINGS.items())
               + f"; agents poll every {args.interval:g} s; S3 is moto at {fleet.endpoint}")
         fleet.start_agents()
@@ -656,6 +657,8 @@ def main() -> int:  # noqa: C901, PLR0915 - one benchmark, read top to bottom
         print("\ninterrupted: stopping clients, agents, servers and the S3 server", file=sys.stderr)
         return 130
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave servers behind
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if load is not None:
             load.close()
         fleet.close()

@@ -98,8 +98,8 @@ def agent(ring, bucket, endpoint_url, repository, server, device, interval, once
 def rollout(name, model, version, rings, bucket, endpoint_url, soak, timeout, poll, p99_ratio, p99_slack_ms,
             as_json) -> None:
     """Roll MODEL version VERSION out ring by ring; on any failure put the moved rings back (exit 6)."""
-    from orinkit.fleet.rollout import SoakRule
-    from orinkit.fleet.rollout import rollout as run_rollout
+    from orinkit.fleet.rolling import SoakRule
+    from orinkit.fleet.rolling import rollout as run_rollout
 
     ring_list = [r.strip() for r in rings.split(",") if r.strip()]
     result = run_rollout(_open(bucket, endpoint_url), model, version, ring_list, name=name, soak_s=soak,

@@ -9,11 +9,16 @@ body). For each model whose wanted version is not what serves, the agent:
    spare), so it needs ``memory_factor`` × the version's size + ``memory_margin_mb`` (PENDING otherwise);
 3. downloads it into a staging folder beside the repository and checks every file's size and sha256 (FAILED on a
    mismatch, nothing placed);
-4. places and loads it with :func:`orinkit.repo.deploy.place_version`: renamed in whole, loaded in explicit mode,
-   live only once READY, then the health gate (the golden input to exactly that version); a failed load or gate
-   sets the version aside as ``quarantined-N`` (the next server start does not load it) and the old version serves.
+4. gates it before it serves anything (:mod:`orinkit.fleet.shadow`): a copy is loaded as the model
+   ``<model>.fleet-gate`` pinned to that version and gets the health gate (the golden input), then is unloaded and
+   removed. Triton sends a request without a version to the newest READY version, so a version gated once live
+   would answer real requests until its gate failed. A failed load or gate sets the version aside as
+   ``quarantined-N`` (the next server start does not load it); the live model is never touched;
+5. places and loads a version that passed with :func:`orinkit.repo.deploy.place_version`: renamed in whole, loaded
+   in explicit mode, live only once READY (a failed load sets it aside too, and the old version serves).
 
-A version already on disk and proven (a rollback target) is loaded without a download. The report
+A version already on disk and proven (a rollback target) is gated and loaded without a download. Shadow folders
+a killed agent left behind are removed at its start (and unloaded once the server answers). The report
 (``devices/DEVICE/report.json``) is written when something changed, after a change on each of the next
 ``report_burst`` polls (a rollout's soak reads them), and as a heartbeat every ``heartbeat_every`` polls. The server
 never depends on the bucket: with the bucket down it serves what is on disk, the agent keeps the last desired state
@@ -35,11 +40,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orinkit.core.files import atomic_write_bytes
-from orinkit.fleet.errors import BucketError, BucketLayoutError, GateError, IntegrityError
+from orinkit.fleet.errors import BucketError, BucketLayoutError, IntegrityError
 from orinkit.fleet.fetch import fetch_version, version_bytes
 from orinkit.fleet.gate import FAILED, GATE_REQUESTS, Gate, GateResult, run_gate
 from orinkit.fleet.health import HealthProbe
 from orinkit.fleet.layout import DesiredState, DeviceReport, ModelReport, checked_name, report_key, ring_key
+from orinkit.fleet.shadow import ShadowLoadError, clear_leftovers, gate_in_shadow, is_shadow, unload_leftovers
 from orinkit.fleet.store import LocalStore, default_state_dir
 
 READY, FAILED_STATE, PENDING, UNMANAGED = "READY", "FAILED", "PENDING", "UNMANAGED"
@@ -90,6 +96,10 @@ class Agent:
         self._polls = self._since_report = self._burst = self._bucket_errors = 0
         self._report_due = True
         self._server_ok = False
+        # A crash mid-gate leaves a shadow model: gone from disk now, unloaded at the first poll the server answers.
+        self._stale_shadows: list[str] | None = clear_leftovers(self.repository)
+        if self._stale_shadows:
+            self.progress(f"removed shadow models left by an earlier run: {', '.join(self._stale_shadows)}")
 
     # -- the loop -------------------------------------------------------------------------------------------------
 
@@ -167,6 +177,9 @@ class Agent:
 
         try:
             with RepositoryAPI(self.server) as api:
+                if self._stale_shadows is not None:
+                    unload_leftovers(api, self.repository, self._stale_shadows)
+                    self._stale_shadows = None
                 self._ready = _ready_versions(api)
         except RepoError as exc:
             self._server_ok = False
@@ -240,6 +253,7 @@ class Agent:
         self.progress(f"{model}: version {wanted} wanted, {serving if serving is not None else 'none'} serving")
         folder = self.repository / model
         started = time.monotonic()
+        source = None
         try:
             known, gate = self.store.gate(model, wanted)
             if known and (folder / str(wanted)).is_dir() and wanted in read_journal(folder).proven:
@@ -256,17 +270,25 @@ class Agent:
                 self.store.keep_gate(model, wanted, fetched.gate, manifest.gate)
                 gate = self.store.gate(model, wanted)[1]
                 source, files = fetched.folder, fetched.model_files
+            # Gated before it is live: a version that answers wrongly never gets a client's request.
+            result = gate_in_shadow(self.server, self.repository, model, wanted,
+                                    source if source is not None else folder / str(wanted), files, gate,
+                                    requests=self.gate_requests, timeout_s=self.load_timeout_s,
+                                    progress=self.progress)
+            self._gate_results[(model, wanted)] = result
+            if result.status == FAILED:
+                return self._set_aside(model, wanted, source, FAILED,
+                                       f"version {wanted} failed its gate: {result.reason}")
+            # The READY check stays (place_version waits for it); the gate already ran on exactly these files.
             place_version(self.repository, model, wanted, source, server=self.server, model_files=files,
-                          accept=self._gate_check(model, wanted, gate), timeout_s=self.load_timeout_s,
-                          progress=self.progress)
+                          timeout_s=self.load_timeout_s, progress=self.progress)
+        except ShadowLoadError as exc:
+            return self._set_aside(model, wanted, source, None, f"version {wanted} did not load: {exc.message}")
         except _NotEnoughMemory as exc:
             return self._pending(model, serving, str(exc))
         except IntegrityError as exc:
             return self._refused(model, wanted, None, f"version {wanted} refused: {exc.message}")
         except DeployLoadError as exc:
-            gated = self._gate_results.get((model, wanted))
-            if gated is not None and gated.status == FAILED:
-                return self._refused(model, wanted, FAILED, f"version {wanted} failed its gate: {gated.reason}")
             return self._refused(model, wanted, None, f"version {wanted} did not load: {exc.message}")
         except DeployBusyError as exc:
             return self._pending(model, serving, exc.message, polls=1)
@@ -283,14 +305,17 @@ class Agent:
         self.progress(f"{model}: version {wanted} READY, gate {status} ({time.monotonic() - started:.1f} s)")
         return ModelReport(wanted, READY, status)
 
-    def _gate_check(self, model: str, version: int, gate: Gate | None) -> Callable[[], None]:
-        def accept() -> None:
-            result = run_gate(self.server, model, version, gate, requests=self.gate_requests)
-            self._gate_results[(model, version)] = result
-            if result.status == FAILED:
-                raise GateError(f"failed its health gate: {result.reason}",
-                                hint="compare the version with the one serving; push a fixed version")
-        return accept
+    def _set_aside(self, model: str, wanted: int, source: Path | None, gate: str | None, reason: str) -> ModelReport:
+        """A version that failed in the shadow model: kept as ``quarantined-N`` (as a failed placement is), so the
+        number is never reused with other content; the live model was never touched."""
+        from orinkit.repo.deploy import set_aside_version
+        from orinkit.repo.errors import RepoError
+
+        try:
+            set_aside_version(self.repository, model, wanted, source, reason)
+        except (RepoError, OSError) as exc:  # the refusal stands; only its record on disk is missing
+            self.progress(f"{model}: version {wanted} could not be set aside: {getattr(exc, 'message', exc)}")
+        return self._refused(model, wanted, gate, reason)
 
     def _check_memory(self, version: int, size: int) -> None:
         from orinkit.jetson.memory import read_memory
@@ -382,7 +407,8 @@ class Agent:
 def _ready_versions(api) -> dict[str, list[int]]:
     ready: dict[str, list[int]] = {}
     for entry in api.index():
-        if entry.state == READY and str(entry.version).isdigit():
+        # A shadow model is the agent's own, for the moment of a gate: not a model the device serves.
+        if entry.state == READY and str(entry.version).isdigit() and not is_shadow(entry.name):
             ready.setdefault(entry.name, []).append(int(entry.version))
     return ready
 

@@ -300,6 +300,42 @@ def place_version(
                              dict(model_files or {}), accept, created, keep_older, timeout_s, progress)
 
 
+def set_aside_version(
+    repository: str | os.PathLike[str],
+    name: str,
+    version: int,
+    source: str | os.PathLike[str] | None,
+    reason: str,
+    *,
+    lock_wait_s: float = 30.0,
+) -> Path | None:
+    """Set version ``version`` of ``name`` aside as ``quarantined-N`` without loading it (its gate failed before it
+    was placed: the fleet agent gates in a shadow model), as :func:`place_version` does with a version that failed:
+    the number is never reused with other content and the next start does not load it. ``source`` is the finished
+    folder (None: the version folder is in place). The serving versions and the model's files are not touched. A
+    model the repository does not hold gets no folder (nothing of it would be loadable); None then."""
+    repository = Path(repository)
+    folder = repository / name
+    if not (folder / CONFIG_NAME).is_file():
+        return None
+    version = int(version)
+    with model_lock(folder, wait_s=lock_wait_s, what="setting a version aside"):
+        start_journal(folder, proven=version_folders(folder))
+        target = folder / f"{QUARANTINED_PREFIX}{version}"
+        if source is None:
+            if not (folder / str(version)).is_dir():
+                raise DeployError(f"version {version} of '{name}' is not in {folder}", hint="give its folder")
+            _set_aside(folder, [version], reason)
+            return target
+        _drop_set_aside(folder, version)
+        if (folder / str(version)).exists():  # the same number from the bucket is the same content
+            _withdraw(folder / str(version))
+        _rename_in(Path(source), target)
+        fsync_path(folder)
+        mark_quarantined(folder, [version], reason)
+    return target
+
+
 def _place_locked(folder: Path, name: str, version: int, source: Path | None, server: str,
                   model_files: dict[str, bytes], accept, created: bool, keep_older: int, timeout_s: float,
                   progress: Progress) -> DeployResult:

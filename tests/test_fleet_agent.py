@@ -5,6 +5,7 @@ going away and coming back; the idle cost in requests."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
 
 import numpy as np
@@ -15,9 +16,12 @@ from orinkit.fleet.errors import UnknownVersionError
 from orinkit.fleet.layout import MANIFEST, DesiredState, ring_key
 from orinkit.fleet.push import GateFile, push_repository
 from orinkit.fleet.rings import write_desired_state
+from orinkit.fleet.shadow import build_shadow, shadow_name
 from orinkit.repo.add import add_model
+from orinkit.repo.check import check_repository
 from orinkit.repo.journal import read_journal
 from orinkit.repo.options import ModelOptions
+from orinkit.repo.server_api import RepositoryAPI
 from orinkit.repo.signature import TensorSpec
 from orinkit.server.testing import start_on_free_ports
 
@@ -237,6 +241,83 @@ def test_a_version_that_cannot_load_or_fails_its_gate_leaves_the_old_one_serving
     assert version in journal.quarantined and version not in journal.proven
     assert (repository / MODEL / f"quarantined-{version}").is_dir(), "set aside: the next start does not load it"
     assert read_report(bucket, "orin-1").models[MODEL].state == "FAILED"
+    # Gated in a shadow model before it was placed: the live model never loaded it, the shadow is gone.
+    with RepositoryAPI(url) as api:
+        assert not [e for e in api.index() if e.name == MODEL and e.version == str(version)]
+        assert not [e for e in api.index() if e.name == shadow_name(MODEL) and e.state == "READY"]
+    assert [p.name for p in repository.iterdir()] == [MODEL]
+
+
+def test_a_version_that_fails_its_gate_never_answers_a_client(source, bucket, device):
+    """Requests without a version go to the newest READY version: version 4 (loads, answers X * 4 + 1) must
+    never be one while a client calls the whole time the agent brings it."""
+    from orinkit.client import Client
+
+    repository, url = device
+    push(source, bucket, 1, 4)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    lines, findings = [], []
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if "gating version" in line:  # the shadow folder is in the repository now: edge-repo check must be content
+            assert (repository / shadow_name(MODEL)).is_dir()
+            findings.extend(f for f in check_repository(repository) if f.severity == "error")
+
+    agent = make_agent(bucket, device, progress=progress)
+    poll_until(agent, ready(1))
+    write_desired_state(bucket, "canary", {MODEL: 4})
+    answers, failures, stop, started = [], [], threading.Event(), threading.Event()
+
+    def client() -> None:
+        with Client(url, MODEL, None) as calls:
+            while not stop.is_set():
+                try:
+                    answers.append(calls(X=X))
+                except Exception as exc:  # counted: a failed request is a failure too
+                    failures.append(exc)
+                started.set()
+
+    thread = threading.Thread(target=client, daemon=True)
+    thread.start()
+    assert started.wait(30)
+    try:
+        state = agent.poll_once().models[MODEL]
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(30)
+    wrong = [a for a in answers if not np.array_equal(a, X)]
+    print(f"\n{len(answers)} client requests while version 4 was gated: {len(wrong)} wrong, {len(failures)} failed")
+    assert len(answers) > 20 and not wrong and not failures
+    assert any("gating version 4" in line for line in lines), "gated in the shadow model"
+    assert not findings, findings
+    assert (state.state, state.version, state.gate) == ("FAILED", 1, "failed")
+    assert "failed its gate: output Y differs" in state.reason
+    assert [p.name for p in repository.iterdir()] == [MODEL], "the shadow folder is gone"
+    assert (repository / MODEL / "quarantined-4").is_dir() and 4 in read_journal(repository / MODEL).quarantined
+    report = read_report(bucket, "orin-1").models[MODEL]
+    assert report.state == "FAILED" and "failed its gate" in report.reason
+
+
+def test_a_shadow_model_left_by_a_killed_agent_is_removed_at_start(source, bucket, device):
+    repository, url = device
+    push(source, bucket, 1, 2)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    poll_until(make_agent(bucket, device), ready(1))
+    # As a kill mid-gate leaves it: the folder in the repository, the model loaded.
+    build_shadow(repository, MODEL, 1, repository / MODEL / "1", None)
+    with RepositoryAPI(url) as api:
+        api.load(shadow_name(MODEL))
+        assert api.versions(shadow_name(MODEL)) == [1]
+    agent = make_agent(bucket, device)
+    assert not (repository / shadow_name(MODEL)).exists(), "removed at start"
+    agent.poll_once()
+    with RepositoryAPI(url) as api:
+        api.wait_unloaded(shadow_name(MODEL), 30)
+    write_desired_state(bucket, "canary", {MODEL: 2})
+    poll_until(agent, ready(2))
+    assert [p.name for p in repository.iterdir()] == [MODEL]
 
 
 def test_not_enough_memory_keeps_the_old_version_until_there_is(source, bucket, device, tmp_path):

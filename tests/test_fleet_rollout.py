@@ -17,7 +17,7 @@ from orinkit.cli.fleet import main as edge_fleet
 from orinkit.fleet.agent import Agent
 from orinkit.fleet.errors import RolloutError
 from orinkit.fleet.rings import read_desired_state, write_desired_state
-from orinkit.fleet.rollout import SoakRule, rollout
+from orinkit.fleet.rolling import SoakRule, rollout
 from orinkit.fleet.status import read_reports
 from orinkit.server.testing import start_on_free_ports
 

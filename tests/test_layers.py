@@ -113,3 +113,15 @@ def test_light_imports_load_no_conversion_or_server_code(statement):
 def test_client_does_not_load_grpc_until_it_connects():
     loaded = _loaded_after("import orinkit.client")
     assert not {m for m in loaded if m.startswith(("grpc", "tritonclient"))}
+
+
+@pytest.mark.parametrize("package", sorted(_packages()))
+def test_no_exported_name_is_also_a_submodule(package):
+    """``from orinkit.systemd import install`` gave the module once the submodule install.py was imported (it
+    shadows the function of the same name): an export may never share its name with a module beside it."""
+    import importlib
+
+    exported = set(getattr(importlib.import_module(f"orinkit.{package}"), "__all__", ()))
+    folder = ROOT / package
+    modules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    assert not exported & modules, f"orinkit.{package} exports {sorted(exported & modules)}, also its submodules"
