@@ -83,7 +83,10 @@ def test_a_start_proves_what_it_loaded(repository, tmp_path):
     assert read_journal(repository / "affine").proven == set()  # a new model: nothing loaded yet
     server, notes = _serve(repository, tmp_path)
     server.stop()
-    assert read_journal(repository / "affine").proven == {1} and notes == []
+    # Stale shared-memory regions of servers that earlier tests killed are the machine's, not this repository's:
+    # the start reports removing them, and nothing about this model.
+    assert read_journal(repository / "affine").proven == {1}
+    assert [n for n in notes if "shared-memory region" not in n] == []
 
 
 @pytest.mark.parametrize("point", ["deploy.renamed", "deploy.loading"])
