@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from orinkit.core.files import atomic_write_bytes, fsync_path, fsync_tree
+from orinkit.fleet.errors import FleetError
 from orinkit.fleet.gate import GATE_REQUESTS, Gate, GateResult, run_gate
 
 SHADOW_SUFFIX = ".fleet-gate"
@@ -30,12 +31,8 @@ MARKER = ".orinkit-fleet-gate"  # inside a shadow folder: the agent made it and 
 _BUILDING = ".building-"  # hidden temporary folders in the repository: skipped by model_dirs and check
 
 
-class ShadowLoadError(Exception):
-    """The shadow model did not load (or not READY in time): the version cannot serve."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class ShadowLoadError(FleetError):
+    """The shadow model did not load (or not READY in time): the version cannot serve (exit 6)."""
 
 
 def shadow_name(model: str) -> str:

@@ -29,6 +29,8 @@ _HTTP_HINT = ("is tritonserver running there, with its HTTP endpoint (port 8000 
               "edge-serve ui --http-url names another")
 
 
+# The same row as orinkit.repo.server_api.ModelState, kept here: importing orinkit.repo (or orinkit.formats) loads
+# tritonclient's gRPC and numpy, which the page must not pay for to show its models panel.
 @dataclass(frozen=True)
 class ModelState:
     """One row of the repository index (a model without a loaded version has version "")."""
