@@ -1,17 +1,26 @@
-"""LaneATT serving, measured side by side in one run on the local tritonserver.
+"""The lane model: its training cost per architecture, its accuracy, and serving it on the local tritonserver.
 
     python benchmarks/lane.py [--frames 60] [--repeat 200] [--weights shipped|random|CARD.json] [--images 500]
+                              [--architectures] [--equal-minutes M] [--plot F1.png]
+
+0. (--architectures) per candidate architecture (orinkit.lanes.architectures): parameters, GMAC per 360x640
+   image, training images/s (forward + loss + backward + AdamW, batch 8, this machine's threads); with
+   --equal-minutes M, each candidate also trains M minutes of training time from scratch and its held-out F1
+   on 200 roads is printed beside (the README's trade-off table);
+   (--plot F1.png) held-out F1 against training images, from the weights card (and the run's checkpoint while a
+   run goes on: --plot-run DIR);
 
 1. post-processing time per frame at 2784 proposals: orinkit.lanes.postprocess vs the plain loop implementation
    of the reference semantics (from the tests), on the same proposals;
 2. end-to-end frames/s and latency percentiles through the lane_detection ensemble (encoded image in, lanes out),
    at concurrency 1 and 4;
 3. bytes sent per frame: encoded images (PNG, JPEG) vs the raw 1x3x360x640 FP32 tensor;
-4. accuracy on held-out synthetic roads (1280x720, seeds no training run draws): CULane precision, recall and F1 of
-   the FP32 model (onnxruntime), of its FP16 emulation (edge-convert's), and through the whole lane_detection
-   ensemble on the local server, which must give exactly the in-process FP32 lanes. Goals: F1 >= 0.95 (FP32),
-   FP16 within 0.005 of FP32, the ensemble identical to in-process. It needs trained weights (the shipped ones,
-   or --weights CARD.json); with random weights it is skipped.
+4. accuracy on held-out synthetic roads (1280x720, seeds no training run draws) and on the stress set (style
+   settings never trained on, orinkit.lanes.augment.STRESS_STYLE): CULane precision, recall and F1 of the FP32
+   model (onnxruntime), of its FP16 emulation (edge-convert's), and through the whole lane_detection ensemble on
+   the local server, which must give exactly the in-process FP32 lanes. Goals: F1 >= 0.95 (FP32, held-out), FP16
+   within 0.005 of FP32, the ensemble identical to in-process. It needs trained weights (the shipped ones, or
+   --weights CARD.json); with random weights it is skipped.
 """
 
 from __future__ import annotations
@@ -114,44 +123,127 @@ def accuracy(onnx_path: Path, url: str, images: int) -> None:
     import onnx
 
     from orinkit.convert.fp16.emulate import Emulator
+    from orinkit.lanes.augment import STRESS_STYLE, TRAINING_STYLE
     from orinkit.lanes.metrics import LaneScore, score_image
     from orinkit.lanes.synth import render_road
-    from orinkit.lanes.train import HELD_OUT_SEED
+    from orinkit.lanes.train import HELD_OUT_SEED, STRESS_SEED
 
     emulator = Emulator(onnx.load(str(onnx_path)))
-    scores = {"FP32 (onnxruntime)": LaneScore(0, 0, 0), "FP16 emulation": LaneScore(0, 0, 0),
-              "ensemble on the server": LaneScore(0, 0, 0)}
-    differing = 0
-    with LaneDetector(url) as detect:
-        for index in range(images):
-            road = render_road(HELD_OUT_SEED + index, 1280, 720)
-            png = road.encode("PNG")
-            sample = [{"image": _frame(png)}]
-            fp32 = postprocess(emulator.reference(sample)[0][0][0], (720, 1280)).lanes
-            fp16 = postprocess(emulator.emulate(sample)[0][0][0], (720, 1280)).lanes
-            served = [lane.points for lane in detect(png)]
-            differing += len(served) != len(fp32) or any(
-                not np.allclose(a, b, atol=1e-2) for a, b in zip(served, fp32))
-            for name, lanes in zip(scores, (fp32, fp16, served)):
-                scores[name] = scores[name] + score_image(lanes, road.lanes, (720, 1280))
-    print(f"4. accuracy on {images} held-out synthetic roads (CULane rule):")
-    for name, score in scores.items():
-        print(f"   {name:24} {score.describe()}")
-    f1 = {name: score.f1 for name, score in scores.items()}
-    print(f"   FP16 - FP32 F1: {f1['FP16 emulation'] - f1['FP32 (onnxruntime)']:+.4f} (goal within 0.005); "
-          f"ensemble images differing from in-process: {differing} (goal 0)")
+    print(f"4. accuracy on {images} roads per set (CULane rule, 1280x720):")
+    for label, seed, style in (("held-out", HELD_OUT_SEED, TRAINING_STYLE), ("stress", STRESS_SEED, STRESS_STYLE)):
+        scores = {"FP32 (onnxruntime)": LaneScore(0, 0, 0), "FP16 emulation": LaneScore(0, 0, 0),
+                  "ensemble on the server": LaneScore(0, 0, 0)}
+        differing = 0
+        with LaneDetector(url) as detect:
+            for index in range(images):
+                road = render_road(seed + index, 1280, 720, options=style)
+                png = road.encode("PNG")
+                sample = [{"image": _frame(png)}]
+                fp32 = postprocess(emulator.reference(sample)[0][0][0], (720, 1280)).lanes
+                fp16 = postprocess(emulator.emulate(sample)[0][0][0], (720, 1280)).lanes
+                served = [lane.points for lane in detect(png)]
+                differing += len(served) != len(fp32) or any(
+                    not np.allclose(a, b, atol=1e-2) for a, b in zip(served, fp32))
+                for name, lanes in zip(scores, (fp32, fp16, served)):
+                    scores[name] = scores[name] + score_image(lanes, road.lanes, (720, 1280))
+        print(f"   {label} roads:")
+        for name, score in scores.items():
+            print(f"     {name:24} {score.describe()}")
+        f1 = {name: score.f1 for name, score in scores.items()}
+        print(f"     FP16 - FP32 F1: {f1['FP16 emulation'] - f1['FP32 (onnxruntime)']:+.4f} (goal within 0.005); "
+              f"ensemble images differing from in-process: {differing} (goal 0)")
+
+
+def architectures(seconds: float, equal_minutes: float | None, eval_images: int = 200) -> None:
+    """Section 0: what each candidate costs to train here, and (optionally) what it learns in equal time."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from orinkit.lanes.architectures import ARCHITECTURES, make_lane_model
+    from orinkit.lanes.loss import laneatt_loss
+    from orinkit.lanes.train import TrainOptions, evaluate, train, training_pair
+
+    pairs = [training_pair(index, 0) for index in range(8)]
+    images = torch.from_numpy(np.stack([p[0] for p in pairs])).float() / 255
+    targets = torch.from_numpy(np.stack([p[1] for p in pairs]))
+    print(f"0. training cost per architecture (batch 8, {torch.get_num_threads()} threads; F1 after "
+          f"{equal_minutes or 0:g} min of training on 200 held-out roads)")
+    print(f"   {'arch':14} {'params':>8} {'GMAC':>6} {'train img/s':>12} {'F1':>6}")
+    for arch in ARCHITECTURES:
+        torch.manual_seed(0)
+        model = make_lane_model(arch)
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            model.eval()(images[:1])
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step(model=model, optimizer=optimizer):
+            loss = laneatt_loss(model(images), model.anchors, targets).total
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+        step()
+        count, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds:
+            step()
+            count += 1
+        rate = count * len(images) / (time.perf_counter() - started)
+        f1 = ""
+        if equal_minutes:
+            with tempfile.TemporaryDirectory() as out:
+                train(TrainOptions(arch=arch, minutes=equal_minutes, steps=10**9, eval_images=0, eval_minutes=0,
+                                   out=Path(out)), progress=lambda m: None)
+                trained = build_lane_model(checkpoint=next(Path(out).glob("*.json")))
+                f1 = f"{evaluate(trained, eval_images).f1:.3f}"
+        print(f"   {arch:14} {sum(p.numel() for p in model.parameters()) / 1e6:7.2f}M "
+              f"{counter.get_total_flops() / 2e9:6.2f} {rate:12.2f} {f1:>6}", flush=True)
+
+
+def plot_history(card: Path | None, run: Path | None, out: Path) -> None:
+    """Held-out F1 against training images, as the run measured it every few minutes."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = {}
+    if card is not None:
+        info = json.loads(card.read_text())
+        curves[f"{info['arch']} (shipped: F1 {info['f1']:.3f})"] = info["history"]
+    if run is not None:
+        import torch
+
+        state = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=True)
+        curves[f"{state['options']['arch']} run in progress (step {state['step']})"] = state["history"]
+    figure, axes = plt.subplots(figsize=(7, 4), dpi=110)
+    for label, history in curves.items():
+        if history:
+            seen, f1 = zip(*history)
+            axes.plot(np.asarray(seen) / 1000, f1, marker=".", label=label)
+    axes.axhline(0.95, color="grey", linestyle="--", linewidth=1, label="goal 0.95")
+    axes.set_xlabel("training images (thousands)")
+    axes.set_ylabel("held-out F1 (CULane rule)")
+    axes.set_ylim(0, 1)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right")
+    figure.tight_layout()
+    figure.savefig(out)
+    print(f"wrote {out}")
 
 
 def _model(weights: str):
     if weights == "random":
-        return show_random_lanes(build_lane_model("resnet18", random_weights=True)), False
+        return show_random_lanes(build_lane_model(random_weights=True)), False
     from orinkit.lanes.weights import has_shipped_weights
 
     if weights == "shipped" and not has_shipped_weights():
-        print("no trained weights ship with this orinkit yet (the training run needs a GPU): the accuracy section "
-              "is skipped, the speed sections use random weights")
-        return show_random_lanes(build_lane_model("resnet18", random_weights=True)), False
-    return build_lane_model("resnet18", checkpoint=None if weights == "shipped" else weights), True
+        print("no trained weights ship with this orinkit yet: the accuracy section is skipped, the speed sections "
+              "use random weights")
+        return show_random_lanes(build_lane_model(random_weights=True)), False
+    return build_lane_model(checkpoint=None if weights == "shipped" else weights), True
 
 
 def main() -> int:
@@ -160,7 +252,23 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--weights", default="shipped", help="shipped, random, or a weights card (.json)")
     parser.add_argument("--images", type=int, default=500, help="held-out roads for the accuracy section")
+    parser.add_argument("--architectures", action="store_true", help="section 0: training cost per architecture")
+    parser.add_argument("--seconds", type=float, default=20.0, help="timed training per architecture")
+    parser.add_argument("--equal-minutes", type=float, default=None,
+                        help="with --architectures: train each candidate this long and print its F1")
+    parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
+    parser.add_argument("--plot-run", type=Path, default=None, help="with --plot: a run folder in progress")
+    parser.add_argument("--only", action="store_true", help="only the sections asked for (0, the plot)")
     args = parser.parse_args()
+    if args.architectures:
+        architectures(args.seconds, args.equal_minutes)
+    if args.plot is not None:
+        from orinkit.lanes.weights import shipped_card
+
+        plot_history(shipped_card() if args.weights == "shipped" else None if args.weights == "random"
+                     else Path(args.weights), args.plot_run, args.plot)
+    if args.only:
+        return 0
     with tempfile.TemporaryDirectory() as work:
         model, trained = _model(args.weights)
         onnx_path = export_lane_onnx(model, Path(work) / "laneatt.onnx", dynamic_batch=True)
@@ -179,8 +287,8 @@ def main() -> int:
                 accuracy(onnx_path, server.command.grpc_url, args.images)
         finally:
             server.stop()
-    print(f"model: LaneATT resnet18 with {'trained' if trained else 'random'} weights, onnxruntime on this "
-          "machine's CPU (no GPU here)")
+    arch = model.card["arch"] if trained else type(model).__name__
+    print(f"model: {arch} with {'trained' if trained else 'random'} weights, onnxruntime on the CPU (no GPU)")
     return 0
 
 

@@ -23,7 +23,13 @@ def encode(image) -> bytes:
     if isinstance(image, (bytes, bytearray)):
         return bytes(image)
     if isinstance(image, (str, os.PathLike)):
-        return Path(image).read_bytes()
+        try:
+            return Path(image).read_bytes()
+        except FileNotFoundError:
+            raise InvalidInputError(f"no image file at {os.fspath(image)}", hint="check the path") from None
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read the image file {os.fspath(image)}: {exc.strerror}",
+                                    hint="check the path and its permissions") from None
     array = np.asarray(image)
     if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
         raise InvalidInputError(f"an image array must be HxWx3 uint8 (BGR), got {array.shape} {array.dtype}",

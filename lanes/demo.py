@@ -37,12 +37,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", type=Path, default=None,
                         help="weights: a reference LaneATT checkpoint (.pt) or an orinkit weights card (.json)")
     parser.add_argument("--random-weights", action="store_true", help="untrained weights, to test the plumbing")
-    parser.add_argument("--backbone", default="resnet18", choices=["resnet18", "resnet34"])
+    parser.add_argument("--arch", default=None, choices=_architectures(),
+                        help="lane architecture (default: the shipped weights with the best held-out F1; random "
+                             "weights: lite)")
     parser.add_argument("--out", type=Path, default=Path("lanes.png"), help="overlay PNG to write")
     parser.add_argument("--runs", type=int, default=30, help="timed requests")
     parser.add_argument("--work", type=Path, default=None, help="keep the ONNX files and repository here")
     parser.add_argument("--conf-threshold", type=float, default=0.5)
     return parser
+
+
+def _architectures() -> list[str]:
+    from orinkit.lanes.architectures import ARCHITECTURES
+
+    return [*ARCHITECTURES, "resnet34"]
 
 
 def _check_arguments(args) -> None:
@@ -111,10 +119,13 @@ def _model(args):
 
     torch.manual_seed(args.seed)
     if args.checkpoint is not None:
-        return build_lane_model(args.backbone, checkpoint=args.checkpoint), f"weights from {args.checkpoint}"
-    if not args.random_weights and args.backbone == "resnet18" and has_shipped_weights():
-        return build_lane_model(args.backbone), "the shipped weights (LaneATT-R18 trained on synthetic roads)"
-    model = show_random_lanes(build_lane_model(args.backbone, random_weights=True))
+        return build_lane_model(args.arch, checkpoint=args.checkpoint), f"weights from {args.checkpoint}"
+    if not args.random_weights and has_shipped_weights(args.arch):
+        model = build_lane_model(args.arch)
+        card = model.card
+        return model, (f"the shipped weights: {card['arch']} trained on synthetic roads, held-out F1 "
+                       f"{card['f1']:.3f} ({card['images']} images, {card['minutes']:.0f} min on {card['device']})")
+    model = show_random_lanes(build_lane_model(args.arch, random_weights=True))
     why = "asked for" if args.random_weights else "no trained weights ship with this orinkit yet"
     return model, (f"RANDOM weights ({why}): the lanes below show that the pipeline works, not what a trained "
                    "model sees (the length head's bias is set so that random lanes are long enough to draw)")
@@ -140,7 +151,7 @@ def _run(args, work: Path) -> int:
     from orinkit.lanes.repository import build_lane_repository
     from orinkit.server.local import start_on_free_ports
 
-    started = _step(f"[1/5] LaneATT ({args.backbone}) in torch")
+    started = _step("[1/5] the lane model in torch")
     model, weights = _model(args)
     print(f"      {weights}")
     onnx_path = export_lane_onnx(model, work / "laneatt.onnx", dynamic_batch=True)

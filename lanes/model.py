@@ -14,10 +14,10 @@ import torch
 import torchvision
 from torch import nn
 
-from orinkit.lanes.anchors import HEADER, anchor_cut_columns, make_anchors, select_topk_anchors
+from orinkit.lanes.anchored import AnchoredModel
+from orinkit.lanes.anchors import make_anchors, select_topk_anchors
 from orinkit.lanes.errors import CheckpointMismatchError, LaneError, LaneInputError, MissingWeightsError
 
-STRIDE = 32
 BACKBONE_CHANNELS = 512
 BACKBONES = ("resnet18", "resnet34")
 CHECKPOINT_PREFIXES = ("feature_extractor.", "conv1.", "cls_layer.", "reg_layer.", "attention_layer.")
@@ -36,7 +36,7 @@ def spread_attention(att: torch.Tensor) -> torch.Tensor:
     return torch.cat([torch.zeros_like(rows[:, :1]), rows], dim=1).reshape(-1, n, n)
 
 
-class LaneATT(nn.Module):
+class LaneATT(AnchoredModel):
     """LaneATT on a ``[B, 3, img_h, img_w]`` BGR image in 0..1 → ``[B, N, 5 + n_offsets]`` proposals.
 
     Columns per anchor: 0, 1 class logits (background, lane); 2 anchor start_y; 3 anchor start_x;
@@ -48,13 +48,8 @@ class LaneATT(nn.Module):
         super().__init__()
         if backbone not in BACKBONES:
             raise LaneInputError(f"backbone must be one of {', '.join(BACKBONES)}, got {backbone!r}")
-        anchors = make_anchors(img_w, img_h) if anchors is None else np.asarray(anchors, dtype=np.float32)
-        if anchors.ndim != 2 or anchors.shape[0] < 2 or anchors.shape[1] <= HEADER + 1:
-            raise LaneInputError(f"anchors must be [N >= 2, 5 + n_offsets], got {list(anchors.shape)}")
+        self._set_anchors(anchors, img_w, img_h)
         self.backbone = backbone
-        self.img_w, self.img_h = img_w, img_h
-        self.fmap_w, self.fmap_h = img_w // STRIDE, img_h // STRIDE
-        self.n_anchors, self.n_offsets = anchors.shape[0], anchors.shape[1] - HEADER
         self.anchor_feat_channels = anchor_feat_channels
 
         resnet = getattr(torchvision.models, backbone)(weights=None)
@@ -68,29 +63,11 @@ class LaneATT(nn.Module):
             nn.init.normal_(layer.weight, mean=0.0, std=0.001)
             nn.init.zeros_(layer.bias)
 
-        columns, valid = anchor_cut_columns(anchors, self.fmap_w, self.fmap_h, STRIDE, img_w, img_h)
-        flat_index = np.arange(self.fmap_h)[None, :] * self.fmap_w + columns
-        # Not persistent: reference checkpoints carry no anchors, and these must stay the ones given here.
-        self.register_buffer("anchors", torch.from_numpy(anchors.copy()), persistent=False)
-        self.register_buffer("cut_index", torch.from_numpy(flat_index.reshape(-1)), persistent=False)
-        self.register_buffer("cut_valid", torch.from_numpy(valid.astype(np.float32)), persistent=False)
-        self.weights_are_random = True
-
-    def pool_anchor_features(self, features: torch.Tensor) -> torch.Tensor:
-        """``[B, C, H, W]`` map → ``[B, N, C * fmap_h]``, channel-major like the reference's flattening."""
-        c = features.shape[1]
-        grid = features[:, :, :self.fmap_h, :self.fmap_w].reshape(-1, c, self.fmap_h * self.fmap_w)
-        cells = grid.index_select(2, self.cut_index).reshape(-1, c, self.n_anchors, self.fmap_h) * self.cut_valid
-        return cells.permute(0, 2, 1, 3).reshape(-1, self.n_anchors, c * self.fmap_h)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         features = self.pool_anchor_features(self.conv1(self.feature_extractor(x)))
         attention = spread_attention(torch.softmax(self.attention_layer(features), dim=-1))
         head_input = torch.cat([torch.matmul(attention, features), features], dim=-1)
-        logits = self.cls_layer(head_input)
-        # Columns 2.. are the anchor plus [0, 0, length, offsets]; columns 0..1 are the logits alone.
-        shifts = torch.cat([torch.zeros_like(logits), self.reg_layer(head_input)], dim=-1)
-        return torch.cat([logits, self.anchors[:, 2:] + shifts], dim=-1)
+        return self.proposals(self.cls_layer(head_input), self.reg_layer(head_input))
 
     def load_reference_checkpoint(self, path_or_state_dict) -> None:
         """Load weights saved by the reference code (``{'model': state_dict, ...}``) or a bare state_dict."""
@@ -157,42 +134,82 @@ def _read_frequencies(frequencies) -> np.ndarray:
     return np.asarray(frequencies)
 
 
-def build_lane_model(backbone: str = "resnet18", checkpoint=None, topk_anchors: int | None = None,
-                     frequencies=None, *, random_weights: bool = False) -> LaneATT:
-    """A LaneATT in eval mode: all 2784 anchors, or the ``topk_anchors`` most frequent ones per ``frequencies``.
+LEGACY_BACKBONES = {"resnet18": "r18"}
+DEFAULT_ARCH = "lite"
 
-    Weights: ``checkpoint`` (a reference checkpoint path or state_dict, see
-    :meth:`LaneATT.load_reference_checkpoint`, or an orinkit weights card ``.json`` written by
-    ``python -m orinkit.lanes.train``); else, unless ``random_weights``, the LaneATT-R18 trained on synthetic
-    roads that ships with orinkit (:mod:`orinkit.lanes.weights`). ``frequencies`` is an array, a tensor, or a
-    path to a ``.npy`` or torch-saved tensor.
+
+def build_lane_model(arch: str | None = None, checkpoint=None, topk_anchors: int | None = None, frequencies=None,
+                     *, random_weights: bool = False):
+    """A lane model in eval mode: all 2784 anchors, or the ``topk_anchors`` most frequent ones per ``frequencies``.
+
+    ``arch`` names an architecture of :mod:`orinkit.lanes.architectures` (``"resnet18"``/``"resnet34"`` name
+    LaneATT's backbones as before). Weights: ``checkpoint`` (an orinkit weights card ``.json`` written by
+    ``python -m orinkit.lanes.train``, whose architecture it records; or a reference LaneATT checkpoint path or
+    state_dict, see :meth:`LaneATT.load_reference_checkpoint`); else, unless ``random_weights``, the weights that
+    ship with orinkit (:mod:`orinkit.lanes.weights`; the best by held-out F1, of ``arch`` when given). Random
+    weights are of ``arch``, by default :data:`DEFAULT_ARCH`. ``frequencies`` is an array, a tensor, or a path
+    to a ``.npy`` or torch-saved tensor.
     """
     from orinkit.lanes import weights
+    from orinkit.lanes.architectures import ARCHITECTURES, make_lane_model
 
     if (topk_anchors is None) != (frequencies is None):
         raise LaneError("topk_anchors and frequencies go together", hint="give both or neither")
     if random_weights and checkpoint is not None:
         raise LaneError("random_weights and a checkpoint exclude each other", hint="drop one of them")
+    arch = LEGACY_BACKBONES.get(arch, arch)
+    if arch is not None and arch not in ARCHITECTURES and arch not in BACKBONES:
+        raise LaneInputError(f"unknown lane architecture {arch!r}",
+                             hint=f"use one of {', '.join([*ARCHITECTURES, *BACKBONES[1:]])}")
+    if checkpoint is None and not random_weights:
+        checkpoint = weights.shipped_card(arch)
+        if checkpoint is None or topk_anchors is not None:
+            raise MissingWeightsError(
+                f"no trained weights ship with this orinkit for {arch or 'any lane architecture'}"
+                f"{'' if topk_anchors is None else f' with {topk_anchors} anchors'}",
+                hint="pass a checkpoint, train them (python -m orinkit.lanes.train), or use random_weights=True "
+                     "for plumbing tests")
+    card = isinstance(checkpoint, (str, os.PathLike)) and (str(checkpoint).endswith(".json") or
+                                                          os.path.isdir(checkpoint))
+    state = info = None
+    if card:
+        state, info = weights.load_weights(checkpoint)
+        if arch is not None and arch != weights.card_arch(info):
+            raise CheckpointMismatchError(f"{checkpoint} holds {weights.card_arch(info)} weights, not {arch}",
+                                          hint=f"build it as {weights.card_arch(info)!r}, or leave arch out")
+        arch = weights.card_arch(info)
+    elif checkpoint is not None:
+        arch = arch or "r18"  # reference checkpoints are LaneATT's
     anchors = make_anchors()
     if topk_anchors is not None:
         anchors = select_topk_anchors(anchors, _read_frequencies(frequencies), topk_anchors)
-    model = LaneATT(backbone, anchors=anchors)
-    if checkpoint is None and not random_weights:
-        if backbone != "resnet18" or topk_anchors is not None or not weights.has_shipped_weights():
-            raise MissingWeightsError(
-                "no trained weights ship with this orinkit for LaneATT-"
-                f"{backbone.replace('resnet', 'R')}{'' if topk_anchors is None else f' with {topk_anchors} anchors'}",
-                hint="pass a checkpoint, train them (python -m orinkit.lanes.train on a GPU), or use "
-                     "random_weights=True for plumbing tests")
-        checkpoint = weights.shipped_card()
-    if checkpoint is not None:
-        if isinstance(checkpoint, (str, os.PathLike)) and (str(checkpoint).endswith(".json") or
-                                                             os.path.isdir(checkpoint)):
-            state, _ = weights.load_weights(checkpoint)
-            model.load_reference_checkpoint(state)
-        else:
-            model.load_reference_checkpoint(checkpoint)
+    if arch in BACKBONES[1:]:
+        model = LaneATT(arch, anchors=anchors)
+    else:
+        model = make_lane_model(arch or DEFAULT_ARCH, anchors=anchors)
+    if state is not None:
+        _load_state(model, state, checkpoint)
+    elif checkpoint is not None:
+        if not isinstance(model, LaneATT):
+            raise CheckpointMismatchError(f"{arch} takes orinkit weight cards (.json), not reference checkpoints",
+                                          hint="build arch 'r18' for a reference LaneATT checkpoint")
+        model.load_reference_checkpoint(checkpoint)
+    model.card = info
     return model.eval()
+
+
+def _load_state(model, state: dict, source) -> None:
+    if isinstance(model, LaneATT):
+        model.load_reference_checkpoint(state)
+        return
+    own = model.state_dict()
+    bad = sorted(set(own) ^ set(state)) + sorted(k for k in set(own) & set(state)
+                                                 if tuple(own[k].shape) != tuple(state[k].shape))
+    if bad:
+        raise CheckpointMismatchError(f"the weights in {source} do not fit {type(model).__name__}: "
+                                      f"{_listing(bad)}", hint="pass the card written with these weights")
+    model.load_state_dict(state, strict=True)
+    model.weights_are_random = False
 
 
 def show_random_lanes(model: LaneATT, rows: float = 48.0) -> LaneATT:

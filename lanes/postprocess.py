@@ -169,7 +169,9 @@ def decode(proposal, img_w: int = 640) -> np.ndarray:
     start, after = (min(max(v, -N_OFFSETS - 1), N_OFFSETS + 1) for v in (start, end + 1))
     # The reference slices with these as Python bounds, so a negative start or end + 1 counts from the top
     # (xs[:-3] is all but the top 3 rows); that is kept, to give the reference's lanes.
-    keep = xs >= 0
+    # The reference drops points left of the image only; points right of it (x > 1) are no pixel of the image
+    # either, and a user printing or drawing lanes must not get them.
+    keep = (xs >= 0) & (xs <= 1)
     keep[after:] = False
     below = xs[:start]
     # Below its start a lane is extended down only while it stays inside the image.

@@ -3,8 +3,8 @@
 A trained LaneATT-R18 is about 27 MB in FP16; files that travel back from a training machine may be at most
 16 MiB each, so the state dict is cut into shards (``NAME.00.pt``, ``NAME.01.pt``, …) of whole tensors, each
 saved with ``torch.save`` and loaded with ``weights_only=True``. ``NAME.json`` records how the weights were made
-(steps, data seed, held-out F1, the command that reproduces them). The weights that ship with orinkit live in
-``orinkit/lanes/weights/``.
+(architecture, steps, data seed, held-out F1, the command that reproduces them). The weights that ship with
+orinkit live in ``orinkit/lanes/weights/``; where several ship, the best by held-out F1 is the default.
 """
 
 from __future__ import annotations
@@ -17,18 +17,41 @@ from pathlib import Path
 from orinkit.core.files import atomic_write_bytes, atomic_write_text
 from orinkit.lanes.errors import LaneError
 
-SHIPPED = "laneatt_r18_synth"
 SHARD_BYTES = 15 << 20
 
 
-def shipped_card() -> Path:
-    """Where the shipped weights' card is (it may not exist: see :func:`has_shipped_weights`)."""
-    return Path(str(resources.files("orinkit.lanes"))) / "weights" / f"{SHIPPED}.json"
+def shipped_folder() -> Path:
+    return Path(str(resources.files("orinkit.lanes"))) / "weights"
 
 
-def has_shipped_weights() -> bool:
-    card = shipped_card()
-    return card.is_file() and bool(_shards(card))
+def shipped_cards() -> list[Path]:
+    """The cards of the weights that ship with orinkit (each with its shards), best held-out F1 first."""
+    cards = [card for card in shipped_folder().glob("*.json") if _shards(card)]
+
+    def f1(card: Path) -> float:
+        try:
+            return float(json.loads(card.read_text(encoding="utf-8")).get("f1") or 0.0)
+        except (OSError, ValueError):
+            return 0.0
+
+    return sorted(cards, key=lambda card: (-f1(card), card.name))
+
+
+def shipped_card(arch: str | None = None) -> Path | None:
+    """The shipped card with the best held-out F1 (of architecture ``arch`` if given), or None."""
+    for card in shipped_cards():
+        if arch is None or card_arch(json.loads(card.read_text(encoding="utf-8"))) == arch:
+            return card
+    return None
+
+
+def has_shipped_weights(arch: str | None = None) -> bool:
+    return shipped_card(arch) is not None
+
+
+def card_arch(info: dict) -> str:
+    """The architecture a card's weights are for; cards written before there was a choice hold LaneATT-R18."""
+    return str(info.get("arch") or "r18")
 
 
 def _shards(card: Path) -> list[Path]:

@@ -211,7 +211,7 @@ def test_bad_checkpoint_names_the_keys(model):
 def test_topk_anchors(anchors, tmp_path):
     freq = torch.from_numpy(np.random.default_rng(0).integers(0, 50, len(anchors)).astype(np.float32))
     torch.save(freq, tmp_path / "freq.pt")
-    small = build_lane_model(topk_anchors=40, frequencies=tmp_path / "freq.pt", random_weights=True)
+    small = build_lane_model("r18", topk_anchors=40, frequencies=tmp_path / "freq.pt", random_weights=True)
     np.testing.assert_array_equal(small.anchors.numpy(), select_topk_anchors(anchors, freq.numpy(), 40))
     assert small.attention_layer.out_features == 39 and not small.training
     x = torch.rand(1, 3, 360, 640)

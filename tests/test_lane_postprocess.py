@@ -110,7 +110,9 @@ def ref_decode(proposal, img_w: int = W) -> list[tuple[float, float]]:
     for i in reversed(range(*slice(None, start).indices(72))):  # lane_xs[:start], from start - 1 down
         inside = inside and 0 <= xs[i] <= 1
         keep[i] = keep[i] and inside
-    points = [(float(xs[i]), 1 - i / 71) for i in range(72) if keep[i] and xs[i] >= 0]
+    # The reference keeps points right of the image (x > 1); orinkit drops them like those left of it (x < 0),
+    # so that every lane point is a pixel of the image.
+    points = [(float(xs[i]), 1 - i / 71) for i in range(72) if keep[i] and 0 <= xs[i] <= 1]
     return points if len(points) > 1 else []
 
 
@@ -289,10 +291,11 @@ def test_decode_extends_down_only_inside_the_image():
     assert pp.decode(row)[:, 1].tolist() == pytest.approx([1 - i / 71 for i in range(4, 30)])
 
 
-def test_decode_keeps_rows_past_the_right_edge_above_the_start():
+def test_decode_ends_a_lane_at_the_right_edge_above_the_start():
     row = lane(600, slope=5, start_y=0.0, length=40)
     points = pp.decode(row)
-    assert len(points) == 40 and points[-1, 0] > 1
+    inside = int((row[5:5 + 40] <= 640).sum())
+    assert 1 < len(points) == inside < 40 and points[-1, 0] <= 1
 
 
 def test_decode_drops_lanes_of_one_point_or_less():
@@ -485,3 +488,23 @@ def test_speed_on_a_full_output(capsys):
     with capsys.disabled():
         print(f"\n2784 proposals ({int((pp.scores(p) > 0.5).sum())} above 0.5): postprocess {vectorised * 1e3:.1f} ms,"
               f" plain loop {loop * 1e3:.0f} ms")
+
+
+def test_points_right_of_the_image_are_dropped_like_those_left_of_it():
+    """A lane leaving through the right edge ends there: every decoded point is a pixel of the image."""
+    from orinkit.lanes.postprocess import decode
+
+    proposal = np.zeros(77, dtype=np.float32)
+    proposal[2], proposal[4] = 0.0, 72  # from the bottom row, all 72 rows long
+    proposal[5:] = np.linspace(500, 800, 72)  # crosses x = 640 two thirds of the way up
+    points = decode(proposal)
+    assert len(points) > 1 and points[:, 0].max() <= 1.0 and points[:, 0].min() >= 0.0
+    assert len(points) == int((np.linspace(500, 800, 72) <= 640).sum())
+
+
+def test_a_missing_image_file_is_a_typed_error_naming_it():
+    from orinkit.client import InvalidInputError
+    from orinkit.lanes.client import encode
+
+    with pytest.raises(InvalidInputError, match="no image file at nosuch.jpg; check the path"):
+        encode("nosuch.jpg")

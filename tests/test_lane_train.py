@@ -101,7 +101,7 @@ def test_images_without_lanes_train_only_the_classifier():
 
 
 def test_weights_travel_as_fp16_shards_and_load_back(tmp_path):
-    model = build_lane_model(random_weights=True)
+    model = build_lane_model("r18", random_weights=True)  # 27 MB in FP16: several shards
     shards = save_weights(model.state_dict(), tmp_path / "laneatt.json", {"steps": 3}, shard_bytes=4 << 20)
     assert len(shards) > 1 and all(p.stat().st_size < (4 << 20) + (1 << 20) for p in shards)
     state, info = load_weights(tmp_path / "laneatt.json")
@@ -119,7 +119,7 @@ def test_weights_travel_as_fp16_shards_and_load_back(tmp_path):
 def test_without_shipped_weights_the_trained_model_is_refused_with_the_way_out(monkeypatch):
     from orinkit.lanes import weights
 
-    monkeypatch.setattr(weights, "has_shipped_weights", lambda: False)
+    monkeypatch.setattr(weights, "shipped_cards", lambda: [])
     with pytest.raises(MissingWeightsError, match="no trained weights ship") as info:
         build_lane_model()
     assert "random_weights=True" in str(info.value) and info.value.exit_code == 3
@@ -135,7 +135,7 @@ def test_train_runs_end_to_end_on_the_cpu(tmp_path):
     info = json.loads(card.read_text())
     assert info["steps"] == 2 and info["images"] == 4 and info["held_out_images"] == 2
     assert 0.0 <= info["f1"] <= 1.0 and info["command"] == "test" and info["shards"]
-    assert any(m.startswith("step 1: loss") for m in messages) and any("held-out" in m for m in messages)
+    assert any(m.startswith("step 1/2: loss") for m in messages) and any("held-out" in m for m in messages)
     assert not build_lane_model(checkpoint=card).weights_are_random
 
 
@@ -179,3 +179,45 @@ def _empty(tmp_path):
     folder = tmp_path / "empty"
     folder.mkdir()
     return folder
+
+
+def test_a_run_split_in_two_matches_the_unbroken_run(tmp_path):
+    """Paused at step 3 (checkpoint written, process state dropped) and resumed from the file alone, a run ends
+    with the same weights, optimiser and schedule as one that never stopped: data position, step and moments
+    all come back."""
+    from orinkit.lanes.train import CHECKPOINT, Paused, TrainOptions, resume_options, train
+
+    common = dict(device="cpu", steps=6, batch=2, workers=0, eval_images=0, eval_minutes=0, warmup_steps=2,
+                  log_seconds=0, command="test")
+    whole = train(TrainOptions(**common, out=tmp_path / "whole"), progress=lambda m: None)
+    with pytest.raises(Paused) as paused:
+        train(TrainOptions(**common, out=tmp_path / "split", pause_at_step=3), progress=lambda m: None)
+    assert paused.value.step == 3 and (tmp_path / "split" / CHECKPOINT).is_file()
+    messages = []
+    options = resume_options(tmp_path / "split", {"workers": 1})
+    split = train(options, progress=messages.append, resume=True)
+    assert any(m.startswith("resuming lite at step 3 of 6") for m in messages)
+    a = torch.load(tmp_path / "whole" / CHECKPOINT, weights_only=True)
+    b = torch.load(tmp_path / "split" / CHECKPOINT, weights_only=True)
+    assert a["step"] == b["step"] == 6 and a["seen"] == b["seen"] == 12 and b["sessions"] == 2
+    for key, value in a["model"].items():
+        torch.testing.assert_close(b["model"][key], value, rtol=0, atol=0, msg=key)
+    for index, moments in a["optimizer"]["state"].items():
+        for name, value in moments.items():
+            torch.testing.assert_close(b["optimizer"]["state"][index][name], value, rtol=0, atol=0)
+    assert json.loads(whole.read_text())["steps"] == json.loads(split.read_text())["steps"] == 6
+
+
+def test_resume_refuses_what_would_make_another_run(tmp_path):
+    from orinkit.lanes.train import TrainOptions, main, resume_options, train
+
+    with pytest.raises(LaneError, match="no checkpoint to resume from"):
+        resume_options(tmp_path)
+    train(TrainOptions(device="cpu", steps=1, batch=1, workers=0, eval_images=0, eval_minutes=0,
+                       out=tmp_path), progress=lambda m: None)
+    with pytest.raises(LaneError, match="--lr, --steps would change it"):
+        resume_options(tmp_path, {"lr": 1.0, "steps": 9})
+    with pytest.raises(LaneError, match="holds a run's checkpoint already"):
+        train(TrainOptions(device="cpu", steps=1, batch=1, workers=0, out=tmp_path), progress=lambda m: None)
+    (tmp_path / "checkpoint.pt").write_bytes(b"cut short")
+    assert main(["--resume", "--out", str(tmp_path)]) == 4

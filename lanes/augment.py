@@ -1,0 +1,88 @@
+"""What the lane model trains on and what it is judged on: the renderer's styles and the augmentation.
+
+A model trained on one renderer learns that renderer's look. Two defences, both here:
+
+- :data:`TRAINING_STYLE` draws roads with the renderer's own ranges, and :func:`augment` then changes what the
+  renderer never changes: colour casts and channel order, grey images, zoomed crops (another horizon and camera
+  height), occluding blocks, extra blur and noise. Lanes move with the crop.
+- :data:`STRESS_STYLE` holds out whole style settings, not only seeds: camera heights, fields of view, curvature,
+  lane and marking widths, dash patterns and light levels outside every training range. Its F1 says how the model
+  does on roads unlike any it trained on.
+
+numpy and Pillow only, so the data-loader workers stay light.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PIL import Image, ImageFilter
+
+from orinkit.lanes.synth import SynthOptions
+
+TRAINING_STYLE = SynthOptions()
+STRESS_STYLE = SynthOptions(
+    camera_height_m=(1.9, 2.6),       # training: 1.2-1.8
+    fov_deg=(72.0, 85.0),             # 50-70
+    curvature=(0.0065, 0.010),        # 0.001-0.006
+    lane_width_m=(2.6, 2.95),         # 3.0-3.9
+    marking_width_m=(0.21, 0.30),     # 0.10-0.20
+    dash_m=(1.2, 2.4),                # 2.5-3.5
+    gap_m=(3.0, 5.4),                 # 5.5-9.0
+    brightness=(0.45, 0.64),          # 0.65-1.3
+    yellow=0.6,                       # 0.2
+)
+
+
+def _crop_zoom(image: np.ndarray, lanes: list[np.ndarray], rng: np.random.Generator, most: float = 1.25):
+    """Crop a window of 1/z of the image (z in 1..``most``) and scale it back up: the horizon, camera height and
+    lane spacing the model sees change. No border is ever exposed, so every drawn lane stays true."""
+    height, width = image.shape[:2]
+    zoom = float(rng.uniform(1.0, most))
+    crop_w, crop_h = width / zoom, height / zoom
+    left = float(rng.uniform(0, width - crop_w))
+    top = float(rng.uniform(0, height - crop_h))
+    picture = Image.fromarray(image).transform(
+        (width, height), Image.Transform.EXTENT, (left, top, left + crop_w, top + crop_h), Image.Resampling.BILINEAR)
+    moved = [np.stack([(lane[:, 0] - left) * zoom, (lane[:, 1] - top) * zoom], axis=1) for lane in lanes]
+    return np.asarray(picture), moved
+
+
+def _keep_inside(lanes: list[np.ndarray], height: int) -> list[np.ndarray]:
+    """Points below the image bottom are gone after a crop; a lane needs two points left to be a lane."""
+    kept = []
+    for lane in lanes:
+        lane = lane[(lane[:, 1] >= 0) & (lane[:, 1] <= height)]
+        if len(lane) >= 2:
+            kept.append(lane)
+    return kept
+
+
+def augment(image: np.ndarray, lanes: list[np.ndarray], rng: np.random.Generator):
+    """``image`` [H, W, 3] uint8 and its lanes ([M, 2] pixel points) → changed copies, drawn from ``rng``."""
+    lanes = [np.asarray(lane, dtype=np.float64) for lane in lanes]
+    height = image.shape[0]
+    if rng.random() < 0.5:
+        image, lanes = _crop_zoom(image, lanes, rng)
+        lanes = _keep_inside(lanes, height)
+    out = image.astype(np.float32)
+    if rng.random() < 0.25:
+        out = out[:, :, rng.permutation(3)]
+    if rng.random() < 0.6:
+        out *= rng.uniform(0.75, 1.25, size=3).astype(np.float32)
+    if rng.random() < 0.1:
+        out[:] = out.mean(axis=2, keepdims=True)
+    if rng.random() < 0.3:
+        # Light from one side: a ramp of gain across the image.
+        ramp = np.linspace(rng.uniform(0.6, 1.0), rng.uniform(1.0, 1.4), out.shape[1], dtype=np.float32)
+        out *= ramp[None, :, None] if rng.random() < 0.5 else ramp[None, ::-1, None]
+    if rng.random() < 0.25:
+        for _ in range(int(rng.integers(1, 4))):
+            h, w = int(rng.integers(10, height // 3)), int(rng.integers(10, out.shape[1] // 5))
+            y, x = int(rng.integers(height // 3, height - h)), int(rng.integers(0, out.shape[1] - w))
+            out[y:y + h, x:x + w] = rng.uniform(0, 255, size=3).astype(np.float32)
+    if rng.random() < 0.2:
+        out += rng.normal(0, rng.uniform(2, 10), size=out.shape).astype(np.float32)
+    out = np.clip(out, 0, 255).astype(np.uint8)
+    if rng.random() < 0.15:
+        out = np.asarray(Image.fromarray(out).filter(ImageFilter.GaussianBlur(float(rng.uniform(0.8, 2.0)))))
+    return out, lanes
