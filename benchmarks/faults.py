@@ -1,11 +1,15 @@
 """Faults a device meets, measured on real local tritonservers: restarts under load, killed deploys, racing
 deploys, oversized requests.
 
-    python benchmarks/faults.py [--threads 8] [--trials 10]
+    python benchmarks/faults.py [--threads 8] [--trials 10] [--restarts 3] [--restart-only]
 
 1. restart under load: clients with DEFAULT settings (plain gRPC, and system shared memory) keep calling while
    the server stops and starts again on the same ports: failed calls, the longest call against the deadline,
-   and the time from the server's return to the last client's first answer;
+   the time from the server's return to the last client's first answer, and where the time of each call that
+   rode through a restart went (restart_trace.py: the server's own stop and start from its log, then the
+   client's reconnect, readiness probe, retry and answer), median and max per phase. The client as it was
+   before issue 24 ("before") and with only the new reconnect options ("cap only") take turns with today's on
+   one server, so that all meet the same conditions;
 2. deploys of a version that cannot load, SIGKILLed at random moments (placing it, or while the server loads
    it): the next start (edge-serve's preparation, then the server) must serve the old version every time;
 3. two deploys of one model started together: never two successes on one version number;
@@ -34,6 +38,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from client_fixtures import build_client_repository  # noqa: E402
+from restart_trace import (  # noqa: E402
+    OLD_CHANNEL_OPTIONS,
+    Restart,
+    Trace,
+    log_moments,
+    old_client_class,
+    phases,
+    table,
+    traced,
+)
 
 from orinkit.client import Client  # noqa: E402
 from orinkit.repo.add import add_model  # noqa: E402
@@ -51,10 +65,16 @@ from orinkit.server import (  # noqa: E402
     live_group_members,
     locate_tritonserver,  # noqa: E402
 )
+from orinkit.server.errors import ServerStartError  # noqa: E402
 from orinkit.server.local import start_on_free_ports  # noqa: E402
 from orinkit.server.ports import free_ports  # noqa: E402
 
 BIN = Path(sys.executable).parent
+# The restart scenario's clients: orinkit's as it was before issue 24 (selectable here only), and as it is.
+# "cap only": the new reconnect options with the old probing, to tell the two changes apart.
+VARIANTS = (("before", {"channel_options": OLD_CHANNEL_OPTIONS, "client_class": old_client_class}),
+            ("cap only", {"client_class": old_client_class}),
+            ("after", None))
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 
 
@@ -64,45 +84,96 @@ def _server(repository: Path, ports, log: Path, **options) -> TritonProcess:
         repository=repository, http_port=http, grpc_port=grpc, metrics_port=metrics, **options)), log=log)
 
 
-def restart_under_load(work: Path, threads: int, shared_memory) -> dict:
-    repository = build_client_repository(work / f"restart-{shared_memory}")
-    ports = free_ports(3)
-    server = _server(repository, ports, work / "first.log").start()
-    clients = [Client(server.command.grpc_url, "plus_one", shared_memory=shared_memory) for _ in range(threads)]
-    stop, back_at = threading.Event(), []
-    failures, durations, first_after = [], [], [None] * threads
+class _Load:
+    """``threads`` clients of one variant, each calling in its own thread while started: one restart at a time."""
 
-    def work_loop(index):
-        while not stop.is_set():
+    def __init__(self, url: str, threads: int, shared_memory, settings) -> None:
+        settings = dict(settings or {})
+        make = settings.pop("client_class", lambda: Client)()
+        self.traces = [Trace() for _ in range(threads)]
+        self.clients = [traced(make(url, "plus_one", shared_memory=shared_memory, **settings), trace)
+                        for trace in self.traces]
+        self.spans = [[] for _ in range(threads)]  # (start, end, answered) of every call
+        self.failures, self.restarts, self.recovered, self.downs = [], [], [], []
+        self._stop, self._workers = threading.Event(), []
+
+    def _loop(self, index: int) -> None:
+        while not self._stop.is_set():
             started = time.monotonic()
             try:
-                clients[index](X)
-                if back_at and first_after[index] is None:
-                    first_after[index] = time.monotonic()
+                self.clients[index](X)
+                answered = True
             except Exception as exc:  # noqa: BLE001 - counted
-                failures.append(exc)
-            durations.append(time.monotonic() - started)
+                self.failures.append(exc)
+                answered = False
+            self.spans[index].append((started, time.monotonic(), answered))
 
-    workers = [threading.Thread(target=work_loop, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    time.sleep(1.0)
-    server.stop()
-    down = time.monotonic()
-    second = _server(repository, ports, work / "second.log").start()
-    back_at.append(time.monotonic())
-    time.sleep(3.0)
-    stop.set()
-    for worker in workers:
-        worker.join()
-    for client in clients:
-        client.close()
-    second.stop()
-    served = [t for t in first_after if t is not None]
-    return {"calls": len(durations), "failed": len(failures), "longest_call_s": max(durations),
-            "deadline_s": clients[0].timeout_s, "server_down_s": back_at[0] - down,
-            "recovered_s": (max(served) - back_at[0]) if len(served) == threads else None,
-            "first_failure": repr(failures[0]) if failures else None}
+    def start(self) -> None:
+        self._stop.clear()
+        self._workers = [threading.Thread(target=self._loop, args=(i,)) for i in range(len(self.clients))]
+        for worker in self._workers:
+            worker.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for worker in self._workers:
+            worker.join()
+
+    def summary(self) -> dict:
+        durations = [end - start for spans in self.spans for start, end, _ in spans]
+        calls = [p for restart in self.restarts for trace, spans in zip(self.traces, self.spans)
+                 if (p := phases(trace, [(a, b) for a, b, _ in spans], restart)) is not None]
+        return {"calls": len(durations), "failed": len(self.failures), "longest_call_s": max(durations),
+                "deadline_s": self.clients[0].timeout_s, "server_down_s": max(self.downs),
+                "recovered_s": max(self.recovered) if self.recovered and None not in self.recovered else None,
+                "first_failure": repr(self.failures[0]) if self.failures else None, "phases": calls}
+
+
+def restart_under_load(work: Path, threads: int, shared_memory, *, variants=(("now", None),),
+                       rounds: int = 1) -> dict:
+    """For each variant (a label and its Client settings; None: the defaults), ``threads`` clients calling while
+    the server restarts on the same ports, ``rounds`` times, the variants taking turns on one server so that
+    they meet the same conditions; every call that rode through a restart is split into phases (restart_trace).
+    The result: a summary per variant, and how often the server crashed while starting (it was started again)."""
+    repository = build_client_repository(work / f"restart-{shared_memory}")
+    ports = free_ports(3)
+    logs = [work / f"restart-{shared_memory}-0.log"]
+    server = _server(repository, ports, logs[0]).start()
+    loads = {label: _Load(server.command.grpc_url, threads, shared_memory, settings) for label, settings in variants}
+    crashed_starts = 0
+    try:
+        for _ in range(rounds):
+            for load in loads.values():
+                load.start()
+                try:
+                    time.sleep(1.0)
+                    sigterm = time.monotonic()
+                    server.stop()
+                    exited = time.monotonic()
+                    logs.append(work / f"restart-{shared_memory}-{len(logs)}.log")
+                    try:
+                        server = _server(repository, ports, logs[-1]).start()
+                    except ServerStartError:  # tritonserver 2.51 aborts now and then while starting (EBADF)
+                        crashed_starts += 1
+                        server = _server(repository, ports, logs[-1]).start()
+                    back = time.monotonic()
+                    refusing = log_moments(logs[-2], "Waiting for in-flight requests")
+                    listening = log_moments(logs[-1], "Started GRPCInferenceService")
+                    load.restarts.append(Restart(sigterm, refusing[-1] if refusing else sigterm, exited,
+                                                 listening[-1]))
+                    load.downs.append(back - sigterm)
+                    time.sleep(3.0)
+                finally:
+                    load.stop()
+                firsts = [next((end for _, end, ok in spans if ok and end > back), None) for spans in load.spans]
+                load.recovered.append(None if None in firsts else max(firsts) - back)
+    finally:
+        for load in loads.values():
+            load.stop()
+            for client in load.clients:
+                client.close()
+        server.stop()
+    return {"variants": {label: load.summary() for label, load in loads.items()}, "crashed_starts": crashed_starts}
 
 
 def killed_deploys(work: Path, trials: int) -> dict:
@@ -220,17 +291,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--restarts", type=int, default=3, help="Server restarts per variant and client kind.")
+    parser.add_argument("--restart-only", action="store_true", help="Run the restart scenario alone.")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="orinkit-faults-"))
     try:
-        print("1. restart under load, clients with default settings:")
+        print(f"1. restart under load ({args.threads} threads, {args.restarts} restarts per variant, the variants "
+              "taking turns on one server), clients with default settings (before: orinkit's client before issue "
+              "24, rebuilt by the benchmark):")
         for shm in (None, "system"):
-            r = restart_under_load(work, args.threads, shm)
-            recovered = "n/a" if r["recovered_s"] is None else f"{r['recovered_s']:.2f} s"
-            print(f"   {'shared memory' if shm else 'plain gRPC':14} {r['calls']} calls, {r['failed']} failed, "
-                  f"longest call {r['longest_call_s']:.2f} s (deadline {r['deadline_s']:g} s), server down "
-                  f"{r['server_down_s']:.2f} s, every client answered again {recovered} after it was back"
-                  + (f"; first failure {r['first_failure']}" if r["first_failure"] else ""))
+            rows = {}
+            result = restart_under_load(work, args.threads, shm, variants=VARIANTS, rounds=args.restarts)
+            for label, r in result["variants"].items():
+                kind = f"{label}, {'shm' if shm else 'gRPC'}"
+                rows[kind] = r["phases"]
+                recovered = "n/a" if r["recovered_s"] is None else f"{r['recovered_s']:.2f} s"
+                print(f"   {kind:16} {r['calls']} calls, {r['failed']} failed, longest call "
+                      f"{r['longest_call_s']:.2f} s (deadline {r['deadline_s']:g} s), server down up to "
+                      f"{r['server_down_s']:.2f} s, every client answered again within {recovered} of its return"
+                      + (f"; first failure {r['first_failure']}" if r["first_failure"] else ""), flush=True)
+            if result["crashed_starts"]:
+                print(f"   (the server crashed while starting {result['crashed_starts']} time(s) and was started "
+                      "again)")
+            print("   where the time of each call that rode through a restart went:")
+            print(table(rows), flush=True)
+        if args.restart_only:
+            return 0
         r = killed_deploys(work, args.trials)
         print(f"2. deploy of an unloadable version killed at random moments ({r['kill_moments_s']} s): the next "
               f"start served the old version {r['next_start_served_the_old_version']} of {r['trials']} times")

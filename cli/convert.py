@@ -40,15 +40,15 @@ def _torch_inputs(specs: tuple[str, ...]):
 
 
 def _criterion(kind: str, max_range_error, min_cosine, atol, rtol) -> Criterion:
-    if kind == "range" and (atol is not None or rtol is not None):
+    if kind != "elementwise" and (atol is not None or rtol is not None):
         raise ConvertError("--atol/--rtol apply to the elementwise criterion only",
                            hint="add --criterion elementwise, or use --max-range-error")
     if kind == "elementwise" and max_range_error is not None:
         raise ConvertError("--max-range-error applies to the range criterion only",
-                           hint="drop it, or leave --criterion at range")
-    if kind == "range":
-        return Criterion(max_range_error=Criterion.max_range_error if max_range_error is None else max_range_error,
-                         min_cosine=min_cosine)
+                           hint="drop it, or use --criterion auto or range")
+    if kind != "elementwise":
+        return Criterion(kind=kind, min_cosine=min_cosine,
+                         max_range_error=Criterion.max_range_error if max_range_error is None else max_range_error)
     return Criterion(kind="elementwise", atol=atol, rtol=rtol, min_cosine=min_cosine)
 
 
@@ -58,6 +58,28 @@ def _workspace(text: str) -> int | None:
     if not text.isdigit() or int(text) < 1:
         raise ConvertError(f"--workspace '{text}' is not auto or a number of MiB", hint="write e.g. 2048 or auto")
     return int(text) << 20
+
+
+def _check_repository(path: Path, create: bool, name: str) -> None:
+    """Before any work, as edge-repo does: a --repo that does not exist is a typo unless --create says otherwise,
+    and the model's name must be one Triton loads."""
+    from orinkit.repo.errors import RepoError
+    from orinkit.repo.layout import check_model_name
+
+    check_model_name(name)
+    if path.exists() and not path.is_dir():
+        raise RepoError(f"--repo {path} is a file", hint="name the folder that holds one subfolder per model")
+    if not path.exists() and not create:
+        raise RepoError(f"the repository {path} does not exist",
+                        hint="check the path, or pass --create to start a new repository there")
+
+
+def _refuse_without_repo(*, create: bool, name: str | None, runtime: str) -> None:
+    given = [flag for flag, on in (("--create", create), ("--name", name is not None),
+                                   ("--runtime", runtime != "auto")) if on]
+    if given:
+        raise ConvertError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to --repo only",
+                           hint="add --repo DIR, or drop them")
 
 
 def _place(result: ConvertResult, repository: Path, name: str, runtime: str, echo) -> None:
@@ -83,7 +105,8 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--dynamic-batch", is_flag=True, help="--torch: make axis 0 of every input and output dynamic.")
 @click.option("--opset", type=int, default=None, help="--torch: ONNX opset (default 17).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
-              help="Output folder (default: <model name>.edge beside the current folder).")
+              help="Output folder (default: ./NAME.edge in the current folder, NAME being MODEL's file name without "
+                   ".onnx, or the --torch factory's name).")
 @click.option("--force", is_flag=True, help="Replace an existing output folder (only once the new one is complete).")
 @click.option("--shapes", default=None, help="Static input shapes, trtexec syntax: input:1x3x360x640[,…].")
 @click.option("--min-shapes", default=None, help="Dynamic axes: smallest shapes.")
@@ -95,15 +118,17 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--input-range", default=None, help="Random input ranges: input:0,1;other:-1,1 (default 0,1).")
 @click.option("--max-batch", type=int, default=None,
               help="A dynamic batch axis given no shapes: build for batches 1..N (default 8).")
-@click.option("--criterion", type=click.Choice(["range", "elementwise"]), default="range", show_default=True,
-              help="range: error relative to each output's range, and cosine; elementwise: atol + rtol·|fp32|.")
+@click.option("--criterion", type=click.Choice(["auto", "range", "elementwise"]), default="auto", show_default=True,
+              help="range: error relative to each output's range, and cosine; auto: range, but probability and "
+                   "class maps by their masks and classes; elementwise: atol + rtol·|fp32|.")
 @click.option("--max-range-error", type=float, default=None,
               help=f"range: max |fp16 - fp32| / max |fp32| per output [default: {Criterion.max_range_error}].")
 @click.option("--min-cosine", type=float, default=Criterion.min_cosine, show_default=True)
 @click.option("--atol", type=float, default=None, help="elementwise: absolute tolerance [default: 0.01].")
 @click.option("--rtol", type=float, default=None, help="elementwise: relative tolerance [default: 0.01].")
 @click.option("--metric", default=None,
-              help="Judge FP16 by the task instead: topk[:K][@OUTPUT], lanes, or package.module:function.")
+              help="Judge FP16 by the task instead: topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], "
+                   "lanes, or package.module:function.")
 @click.option("--min-agreement", type=float, default=None, help="--metric: the agreement that passes [default: 0.99].")
 @click.option("--gate-budget", type=float, default=60.0, show_default=True,
               help="Seconds the search for FP32 nodes may take; it ends with the best passing set found.")
@@ -114,7 +139,8 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--dla-core", type=int, default=None, help="Build for this DLA core, with GPU fallback.")
 @click.option("--benchmark", is_flag=True, help="Time the engine (throughput, latency percentiles).")
 @click.option("--repo", "repository", type=click.Path(path_type=Path), default=None,
-              help="Also place the result in this Triton model repository.")
+              help="Also place the result in this Triton model repository (it must exist, unless --create).")
+@click.option("--create", is_flag=True, help="--repo: start a new repository if it does not exist yet.")
 @click.option("--name", default=None, help="Model name in --repo (default: the model's name).")
 @click.option("--runtime", type=click.Choice(["auto", "onnxruntime_onnx", "python-onnxruntime"]), default="auto",
               show_default=True, help="--repo without a plan: how the ONNX model runs.")
@@ -124,7 +150,7 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset, output, force, shapes, min_shapes,
          opt_shapes, max_shapes, fp16, samples, data, input_range, max_batch, criterion, max_range_error, min_cosine,
          atol, rtol, metric, min_agreement, gate_budget, keep_fp32, no_simplify, workspace, timing_cache, dla_core,
-         benchmark, repository, name, runtime, verify_plan, as_json) -> None:
+         benchmark, repository, create, name, runtime, verify_plan, as_json) -> None:
     """Convert MODEL (.onnx) or a --torch model: validate, simplify, gate FP16, and build a TensorRT plan."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
@@ -146,6 +172,10 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
             timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark,
         )
         stem = model.stem if model is not None else torch_factory.rpartition(":")[2]
+        if repository is not None:
+            _check_repository(repository, create, name or stem)
+        else:
+            _refuse_without_repo(create=create, name=name, runtime=runtime)
         output = output or Path(f"{stem}.edge")
         if torch_factory is not None:
             from orinkit.convert.torch_export import load_factory

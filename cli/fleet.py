@@ -65,7 +65,7 @@ def agent(ring, bucket, endpoint_url, repository, server, device, interval, once
     worker = Agent(_open(bucket, endpoint_url), ring, repository, server, device=device, interval_s=interval,
                    heartbeat_every=heartbeat_every, state_dir=state_dir, gate_requests=gate_requests,
                    memory_factor=memory_factor, memory_margin_mb=memory_margin_mb, max_backoff_s=max_backoff,
-                   progress=_say)
+                   tell_outages=not once, progress=_say)
     if once:
         result = worker.poll_once()
         click.echo(describe(result))

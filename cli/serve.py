@@ -104,12 +104,12 @@ def run(triton_home, ready_timeout, log_file, no_check, **options) -> None:
     from orinkit.repo.journal import prepare_start, record_loaded
 
     cmd = _command(triton_home, **options)
-    process = TritonProcess(cmd, log=log_file or sys.stderr)
-    process.preflight()
     remote = cmd.options.remote
-    if remote and no_check:
+    if remote and no_check:  # before the ports are looked at: a refused option does not depend on them
         raise InvalidServerOptionError("--no-check does not apply to an S3 repository: nothing is checked there",
                                        hint="drop --no-check (the server reports what fails at load)")
+    process = TritonProcess(cmd, log=log_file or sys.stderr)
+    process.preflight()
     if not remote:  # an S3 repository is the bucket's: no local journal to prepare, no folder to check
         for line in prepare_start(cmd.options.repository):
             click.echo(line, err=True)
@@ -286,7 +286,9 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
     stray = [flag for flag, value in ui_given.items() if value is not None]
     if stray and not with_ui:
         raise click.UsageError(f"{', '.join(stray)} only apply with --ui")
+    from orinkit.server.backends import backend_directory
     from orinkit.systemd import installer as installing
+    from orinkit.systemd.target import Target
     from orinkit.systemd.unit import render_unit
 
     if options["model_control_mode"] == "none":
@@ -299,35 +301,57 @@ def install(triton_home, name, user, pin_clocks, nvpmodel_mode, no_check_plans, 
         raise InvalidServerOptionError("the service is for an Orin, whose tritonserver cannot read s3:// repositories",
                                        hint="install with a local folder and let edge-fleet agent fill it from the "
                                             "bucket")
-    repository = Path(options["repository"])
-    page_options = _ui_options(options["grpc_port"], options["http_port"], ui_host, ui_port, ui_token_file,
-                               ui_allow_control, repository.resolve()) if with_ui else None
+    # Paths given for the target system are looked up where they will be: under --root when staging an image.
+    target = Target.of(root)
+    repository = target.here(options["repository"], what="--repository")
+    options["repository"] = str(repository)
+    for key in ("grpc_tls_cert", "grpc_tls_key", "grpc_tls_root_cert"):
+        if options[key] is not None:
+            options[key] = target.here(options[key], what="--" + key.replace("_", "-"))
+    if triton_home is not None:
+        triton_home = target.here(triton_home, what="--triton-home")
     if options["model_control_mode"] == "explicit" and not options["load_models"]:
         options["load_models"] = tuple(sorted(p.name for p in repository.iterdir()
                                               if (p / "config.pbtxt").is_file())) if repository.is_dir() else ()
     # A backend folder orinkit assembles (the bundled server's) goes to the service's state folder: the service
-    # user cannot read root's ~/.cache.
-    base = Path(root) if root is not None else Path("/")
-    cmd = _command(triton_home, pinned_memory_pool_bytes=pinned_pool_mb << 20,
-                   cuda_memory_pool_bytes=cuda_pool_mb << 20, backend_cache=base / "var/lib" / name,
-                   assemble_backends=not dry_run, **options)
-    cmd.options.check_repository()
-    if root is not None:
-        cmd = cmd.relocated(base)
+    # user cannot read root's ~/.cache. Everything is checked and rendered before anything is written.
+    cache = target.base / "var/lib" / name
+    local = _command(triton_home, pinned_memory_pool_bytes=pinned_pool_mb << 20,
+                     cuda_memory_pool_bytes=cuda_pool_mb << 20, backend_cache=cache, assemble_backends=False,
+                     **options)
+    local.options.check_repository()
+    cmd = local.relocated(target.root) if target.root is not None else local
     service = _service(name, user, pin_clocks, nvpmodel_mode, no_check_plans, no_hardening)
-    ui = _ui_unit(page_options, service) if page_options is not None else None
-    plan = installing.install(render_unit(cmd, service).render(), service, root=root, dry_run=dry_run)
-    click.echo(plan.describe())
-    click.echo(("would install " if dry_run else "installed ") + service.unit_name
-               + ("" if plan.changed else " (nothing changed)"))
-    if ui is not None:
-        page, text = ui
-        if ui_token_file is not None:
-            _ensure_token(ui_token_file, base, dry_run)
-        plan = installing.install(text, page, root=root, dry_run=dry_run)
-        click.echo(plan.describe())
-        click.echo(("would install " if dry_run else "installed ") + page.unit_name
-                   + ("" if plan.changed else " (nothing changed)"))
+    units = [(render_unit(cmd, service).render(), service)]
+    token = None if ui_token_file is None else target.here(ui_token_file, what="--ui-token-file")
+    if with_ui:
+        page_options = _ui_options(options["grpc_port"], options["http_port"], ui_host, ui_port,
+                                   None if token is None else target.there(token), ui_allow_control,
+                                   cmd.options.repository)
+        units.append(_ui_unit(page_options, service))
+    if dry_run:
+        for text, unit in units:
+            plan = installing.install(text, unit, root=target.root, dry_run=True)
+            click.echo(plan.describe())
+            click.echo(f"would install {unit.unit_name}" + ("" if plan.changed else " (nothing changed)"))
+        if token is not None and not token.exists():
+            click.echo(f"would write a new page token to {token}")
+        return
+    if target.root is None:
+        installing.require_systemd(f"installing {service.unit_name}", staging=True)
+    touched = [local.backend_directory, *([token] if token is not None else [])]
+    touched += [path for text, unit in units for path in installing.touched_paths(text, unit, root=target.root)]
+    report = []
+    # A failure or an interrupt at any step puts back every file as it was: nothing half-installed stays.
+    with installing.undone_on_failure(touched):
+        backend_directory(local.install, cache=cache)
+        for text, unit in units:
+            if unit is not service and token is not None:
+                report += _ensure_token(token)
+            plan = installing.install(text, unit, root=target.root)
+            report += [plan.describe(), f"installed {unit.unit_name}" + ("" if plan.changed else " (nothing changed)")]
+    for line in report:
+        click.echo(line)
 
 
 def _ui_options(grpc_port, http_port, host, port, token_file, allow_control, repository):
@@ -343,24 +367,20 @@ def _ui_unit(options, service):
     from orinkit.systemd.ui_unit import render_ui_unit, ui_service
 
     page = ui_service(service)
-    return page, render_ui_unit(options, page, server_unit=service.unit_name).render()
+    return render_ui_unit(options, page, server_unit=service.unit_name).render(), page
 
 
-def _ensure_token(path: Path, base: Path, dry_run: bool) -> None:
+def _ensure_token(path: Path) -> list[str]:
     """A token file that does not exist yet is made (random, 0600, root's): the page reads it as a credential."""
     import secrets
 
     from orinkit.core.files import atomic_write_text
 
-    target = base / Path(path).relative_to("/") if Path(path).is_absolute() else base / path
-    if target.exists():
-        return
-    if dry_run:
-        click.echo(f"would write a new page token to {target}")
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(target, secrets.token_urlsafe(32) + "\n", mode=0o600)
-    click.echo(f"wrote a new page token to {target} (open the page with ?token=<its content>)")
+    if path.exists():
+        return []
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, secrets.token_urlsafe(32) + "\n", mode=0o600)
+    return [f"wrote a new page token to {path} (open the page with ?token=<its content>)"]
 
 
 @main.command()
@@ -370,14 +390,15 @@ def _ensure_token(path: Path, base: Path, dry_run: bool) -> None:
 def uninstall(name, root, dry_run) -> None:
     """Disable and remove the service's unit (and the device page's, if installed); models and the user stay."""
     from orinkit.systemd import installer as installing
+    from orinkit.systemd.target import Target
     from orinkit.systemd.ui_unit import ui_service
 
     service = _service(name, "triton")
     page = ui_service(service)
-    base = Path(root) if root is not None else Path("/")
-    if (base / "etc/systemd/system" / page.unit_name).exists():
-        click.echo(installing.uninstall(page, root=root, dry_run=dry_run).describe())
-    plan = installing.uninstall(service, root=root, dry_run=dry_run)
+    target = Target.of(root)
+    if (target.base / "etc/systemd/system" / page.unit_name).exists():
+        click.echo(installing.uninstall(page, root=target.root, dry_run=dry_run).describe())
+    plan = installing.uninstall(service, root=target.root, dry_run=dry_run)
     click.echo(plan.describe())
 
 
@@ -385,8 +406,8 @@ def uninstall(name, root, dry_run) -> None:
 @click.option("--url", default="localhost:8001", show_default=True,
               help="Triton's gRPC address (the try panel and control).")
 @click.option("--http-url", default=None,
-              help="Triton's HTTP address (the models panel); default: --url's host on port 8000, e.g. "
-                   "http://localhost:8000.")
+              help="Triton's HTTP address (the models panel); default: --url's host, on the --http-port of the "
+                   "tritonserver listening on --url's port here, else on the port below --url's (8000 beside 8001).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address the page listens on; off loopback it needs a token (or use an SSH tunnel).")
 @click.option("--port", type=int, default=8080, show_default=True)

@@ -12,6 +12,7 @@ from orinkit.client.errors import (
     InferenceFailedError,
     InvalidInputError,
     ModelNotFoundError,
+    ModelNotLoadedError,
     ModelNotReadyError,
     SequenceError,
     ServerUnavailableError,
@@ -22,7 +23,7 @@ from orinkit.client.statistics import ModelStatistics, delta, model_statistics
 
 __all__ = [
     "Client", "Retry", "ClientError", "ServerUnavailableError", "DeadlineExceededError", "ModelNotFoundError",
-    "ModelNotReadyError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError",
+    "ModelNotReadyError", "ModelNotLoadedError", "InvalidInputError", "InferenceFailedError", "SharedMemoryError",
     "SharedMemoryRegionLostError",
     "ClientClosedError", "DecoupledModelError", "SequenceError", "ModelStatistics", "delta", "model_statistics",
 ]

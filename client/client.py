@@ -24,6 +24,7 @@ from orinkit.client.errors import (
     SharedMemoryRegionLostError,
     decoupled_error,
     map_exception,
+    unready_model_error,
 )
 from orinkit.client.model import ModelInfo, prepare_inputs
 
@@ -36,6 +37,10 @@ COMPRESSION = (None, "gzip", "deflate")
 DEFAULT_MAX_REQUEST_BYTES = 64 << 20
 # Without a deadline, UNAVAILABLE is retried this many times (about 4 s with the default backoff).
 ATTEMPTS_WITHOUT_DEADLINE = 8
+# While the server is away or not ready it is probed this often, and at once when the connection changes.
+PROBE_INTERVAL_S = 0.05
+# A model that is loading is asked about again this often while a client waits for it.
+MODEL_POLL_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -122,12 +127,16 @@ class Client:
 
     @property
     def info(self) -> ModelInfo:
-        """The model's inputs, outputs and batch limit, read once (waiting, bounded, for the model to be ready)."""
+        """The model's inputs, outputs and batch limit, read once (waiting up to ``ready_timeout_s`` for the model
+        to be ready; a call waits only within its own deadline)."""
+        return self._ready_info(None)
+
+    def _ready_info(self, deadline: float | None) -> ModelInfo:
         self._check_open()
         if self._info is None:
             with self._init_lock:
                 if self._info is None:
-                    self._info = self._load_info()
+                    self._info = self._load_info(deadline)
                     if self.shared_memory == "system":
                         from orinkit.client.shm import SharedMemoryIO
 
@@ -142,30 +151,52 @@ class Client:
     def outputs(self):
         return self.info.outputs
 
-    def _load_info(self) -> ModelInfo:
-        deadline = time.monotonic() + self.ready_timeout_s
+    def _load_info(self, call_deadline: float | None) -> ModelInfo:
+        """Wait for the model to be ready, within the call's deadline when there is one (a call never outlives
+        ``timeout_s``, its first included) and ``ready_timeout_s`` at most; a model that waiting cannot help (not
+        in the server's repository, or there but not loaded) fails at once."""
+        ready_deadline = time.monotonic() + self.ready_timeout_s
+        if call_deadline is not None and call_deadline <= ready_deadline:
+            deadline, budget, span = call_deadline, self.timeout_s, "of the call"
+        else:
+            deadline, budget, span = ready_deadline, self.ready_timeout_s, "of the wait for its model (ready_timeout_s)"
         version = self.version or ""
-        while not self._with_retry(lambda left: self._grpc.is_model_ready(self.model, version, client_timeout=left),
-                                   deadline):
-            self._raise_if_unknown(version)
+        while True:
+            if self._with_retry(lambda left: self._grpc.is_model_ready(self.model, version, client_timeout=left),
+                                deadline, budget_s=budget, span=span):
+                break
+            self._raise_if_waiting_cannot_help(version, deadline)
+            time.sleep(max(0.0, min(MODEL_POLL_S, deadline - time.monotonic())))
             if time.monotonic() >= deadline:
-                raise ModelNotReadyError(f"model '{self.model}' was not ready after {self.ready_timeout_s:g} s",
-                                         hint="edge-repo status shows its state; raise ready_timeout_s if it loads")
-            time.sleep(0.2)
+                raise ModelNotReadyError(f"'{self.model}' was still loading on {self.url} at the end of the "
+                                         f"{budget:g} s {span}", hint="edge-repo status shows its state; give it "
+                                         "more time (timeout_s, ready_timeout_s) if it loads slowly")
         config = self._with_retry(lambda left: self._grpc.get_model_config(self.model, version, as_json=True,
-                                                                         client_timeout=left), deadline)
+                                                                         client_timeout=left),
+                                  deadline, budget_s=budget, span=span)
         return ModelInfo.from_config(config["config"], self.version)
 
-    def _raise_if_unknown(self, version: str) -> None:
-        """A model the server does not know fails at once; one still loading is waited for."""
+    def _raise_if_waiting_cannot_help(self, version: str, deadline: float) -> None:
+        """The server's repository index says whether the model exists and whether it is loading; a model
+        unknown, or known but not loaded, fails at once, one still loading is waited for."""
         from tritonclient.utils import InferenceServerException
 
+        left = max(0.01, deadline - time.monotonic())
         try:
-            self._grpc.get_model_metadata(self.model, version, client_timeout=self.timeout_s)
-        except InferenceServerException as exc:
-            error = map_exception(exc, url=self.url, model=self.model)
-            if isinstance(error, ModelNotFoundError):
-                raise error from exc
+            index = self._grpc.get_model_repository_index(as_json=True, client_timeout=left)
+        except InferenceServerException:
+            # Gone again (the next probe retries it), or the index refused: a server restricting its repository
+            # API says UNAVAILABLE too. The metadata still tells an unknown model from one on its way.
+            try:
+                self._grpc.get_model_metadata(self.model, version, client_timeout=left)
+            except InferenceServerException as inner:
+                error = map_exception(inner, url=self.url, model=self.model)
+                if isinstance(error, ModelNotFoundError):
+                    raise error from inner
+            return
+        error = unready_model_error(index.get("models", []), url=self.url, model=self.model, version=version)
+        if error is not None:
+            raise error
 
     # --- calls ---------------------------------------------------------------------------------------------
 
@@ -177,11 +208,11 @@ class Client:
         return None if self.timeout_s is None else time.monotonic() + self.timeout_s
 
     def _with_retry(self, call, deadline: float | None, *, region_lost=None, attempts: int | None = None,
-                    budget_s: float | None = None):
+                    budget_s: float | None = None, span: str = "of the call"):
         """``call(seconds_left)`` until it succeeds, retrying UNAVAILABLE (and, with ``region_lost``, a shared
         memory region the server forgot) until ``deadline``; the most specific ClientError otherwise.
         ``attempts`` overrides the retry policy's cap; ``budget_s`` is the deadline's length when it is not the
-        client's timeout_s (a stream's own), for the messages."""
+        client's timeout_s (a stream's own), and ``span`` what it bounds, for the messages."""
         from tritonclient.utils import InferenceServerException
 
         delay = self.retry.backoff_s
@@ -193,13 +224,13 @@ class Client:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 if isinstance(last, ModelNotReadyError):
-                    raise ModelNotReadyError(f"{last.message} (for the whole {budget:g} s of the call)",
+                    raise ModelNotReadyError(f"{last.message} (for the whole {budget:g} s {span})",
                                              hint=last.hint) from last.__cause__
                 if isinstance(last, ServerUnavailableError):
                     raise ServerUnavailableError(
-                        f"the server at {self.url} was unreachable for the whole {budget:g} s of the call: "
+                        f"the server at {self.url} was unreachable for the whole {budget:g} s {span}: "
                         f"{last.message}", hint=last.hint) from last.__cause__
-                raise DeadlineExceededError(f"the call to {self.url} took longer than its {budget:g} s",
+                raise DeadlineExceededError(f"{self.url} did not answer within the {budget:g} s {span}",
                                             hint="raise timeout_s, or look at the server's load") from last
             attempt += 1
             try:
@@ -220,15 +251,32 @@ class Client:
             delay = min(delay * 2, self.retry.max_backoff_s)
 
     def _wait_ready(self, seconds: float) -> None:
-        """Sleep up to ``seconds``, returning early once the server reports ready (the readiness probe)."""
+        """Wait up to ``seconds``, returning as soon as the server reports ready. Between probes it waits on the
+        channel's connectivity: gRPC reconnects the moment its backoff allows and says so, and the probe follows
+        at once instead of at the next poll."""
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                if self._grpc.is_server_ready(client_timeout=max(0.05, deadline - time.monotonic())):
-                    return
-            except Exception:  # noqa: BLE001 - still down: keep waiting until the backoff ends
-                pass
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        changed = threading.Event()
+
+        def on_change(_state) -> None:
+            changed.set()
+
+        # try_to_connect=False: with True, grpcio's watcher thread may touch the channel after close() and print
+        # "Channel closed!" from a thread of its own. The probes ask it to connect instead.
+        channel = getattr(self._grpc, "_channel", None)
+        if channel is not None:
+            channel.subscribe(on_change, try_to_connect=False)
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                changed.clear()
+                try:
+                    if self._grpc.is_server_ready(client_timeout=max(0.05, left)):
+                        return
+                except Exception:  # noqa: BLE001 - still down: keep waiting until the backoff ends
+                    pass
+                changed.wait(min(PROBE_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+        finally:
+            if channel is not None:
+                channel.unsubscribe(on_change)
 
     def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on one sample or a batch, read from the shapes; a shape that reads both ways (a model
@@ -248,7 +296,7 @@ class Client:
              sequence: dict | None = None, attempts: int | None = None):
         """One request; ``sequence`` holds tritonclient's sequence_id/start/end for a step of a Sequence."""
         deadline = self._deadline()
-        info = self.info
+        info = self._ready_info(deadline)
         # Checked before sending: the server's own refusals come only after the data went over the wire.
         if info.decoupled:
             raise decoupled_error(self.model)
@@ -281,9 +329,10 @@ class Client:
         size = sum(sum(len(x) if isinstance(x, (bytes, str)) else 0 for x in a.flat) if a.dtype == np.object_
                    else a.nbytes for a in prepared.values())
         if size > self.max_request_bytes:
+            given, limit = sizes(size, self.max_request_bytes)
             raise InvalidInputError(
-                f"the request holds {size / 2**20:.1f} MiB, above this client's limit of "
-                f"{self.max_request_bytes / 2**20:.0f} MiB", expected=self.max_request_bytes, given=size,
+                f"the request holds {given}, above this client's limit of {limit}", expected=self.max_request_bytes,
+                given=size,
                 hint="send smaller batches or encoded images; or raise Client(max_request_bytes=...) if the "
                      "server has the memory (each large request grows the Python backend's shared memory for good)")
 
@@ -462,6 +511,22 @@ class Client:
                 self._shm.close()
         except Exception:
             pass
+
+
+def size_text(count: int) -> str:
+    """``count`` bytes in the largest unit it fills (bytes, KiB, MiB, GiB), to one decimal, dropping ".0"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if count >= 1 << shift:
+            return f"{count / (1 << shift):.1f}".removesuffix(".0") + f" {unit}"
+    return f"{count} bytes"
+
+
+def sizes(given: int, limit: int) -> tuple[str, str]:
+    """Both sizes as text that tells them apart: in bytes where rounding would make them read the same."""
+    texts = size_text(given), size_text(limit)
+    if texts[0] == texts[1]:
+        return f"{given:,} bytes", f"{limit:,} bytes"
+    return texts
 
 
 def _grpc_inputs(info: ModelInfo, prepared: dict[str, np.ndarray]) -> dict:

@@ -7,6 +7,7 @@
     ├── DeadlineExceededError    the call took longer than its timeout (exit 6)
     ├── ModelNotFoundError       the server has no such model or version (exit 4)
     ├── ModelNotReadyError       the model exists but did not become ready in time (exit 6)
+    │   └── ModelNotLoadedError  the server's repository has it, but it is not loaded and nothing loads it (exit 6)
     ├── InvalidInputError        a dtype, shape, name or count the model does not take (exit 4)
     │   ├── DecoupledModelError  a plain call to a decoupled model, which answers only over stream() (exit 4)
     │   └── SequenceError        a stateful call outside its sequence, or sequence() on a model without one (exit 4)
@@ -43,6 +44,11 @@ class ModelNotFoundError(ClientError):
 
 class ModelNotReadyError(ClientError):
     pass
+
+
+class ModelNotLoadedError(ModelNotReadyError):
+    """Raised at once, not after the ready wait: the server's repository index says the model is there but no
+    version is loaded or loading (explicit model control before ``load``, after ``unload``, or a failed load)."""
 
 
 class InvalidInputError(ClientError):
@@ -158,6 +164,38 @@ _BY_STATUS = {
     "INVALID_ARGUMENT": _invalid,
     "RESOURCE_EXHAUSTED": _too_large,
 }
+
+
+def unready_model_error(index: list[dict], *, url: str, model: str, version: str = "") -> ClientError | None:
+    """Why ``model`` (``version``, or any) is not ready, read from the server's repository index (tritonclient's
+    ``get_model_repository_index(as_json=True)["models"]``): the error to raise at once, or None while waiting can
+    help (a version is loading, or became ready since the probe)."""
+    entries = [m for m in index if m.get("name") == model]
+    if not entries:
+        names = sorted({str(m.get("name")) for m in index})
+        return ModelNotFoundError(
+            f"unknown model: '{model}' is not in the repository of the server at {url}",
+            hint=f"its models: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}" if names
+            else "its repository is empty: check the server's --model-repository")
+    served = [m for m in entries if not version or m.get("version") == version]
+    states = {m.get("state") or "" for m in served}
+    if states & {"LOADING", "READY"}:
+        return None
+    load = f"edge-repo load {model} --repo REPOSITORY --server {url}"
+    versions = ", ".join(f"{m['version']} {m.get('state') or 'not loaded'}" for m in entries if m.get("version"))
+    if version and not served and versions:
+        return ModelNotFoundError(f"unknown model: '{model}' version {version} is not served by {url} (its "
+                                  f"versions: {versions})", hint=f"use a version it serves, or load this one: {load}")
+    failed = [m["reason"] for m in served if m.get("reason") and m["reason"] != "unloaded"]
+    if failed:
+        return ModelNotLoadedError(f"'{model}' failed to load on the server at {url}: {failed[0]}",
+                                   hint=f"fix it (edge-repo check REPOSITORY; the server's log has the details), "
+                                        f"then load it again: {load}, or restart the server")
+    state = ", ".join(dict.fromkeys((m.get("state") or "never loaded") + (f": {m['reason']}" if m.get("reason")
+                                                                        else "") for m in served)) or "never loaded"
+    return ModelNotLoadedError(
+        f"'{model}'{f' version {version}' if version else ''} is in the repository of the server at {url} but not "
+        f"loaded ({state})", hint=f"load it: {load} (the server runs with --model-control-mode explicit)")
 
 
 def decoupled_error(model) -> DecoupledModelError:

@@ -16,6 +16,7 @@ from orinkit.convert.errors import (
     InputModelError,
     LibraryCrashError,
     MetricError,
+    ModelRunError,
     SampleDataError,
     ShapeSpecError,
     StaleEngineError,
@@ -31,5 +32,5 @@ __all__ = [
     "ConvertOptions", "ConvertResult", "convert_onnx", "convert_torch", "export_torch", "Criterion", "MetricResult",
     "EngineVerdict", "verify_engine", "ensure_engine", "ConvertError", "InputModelError", "ShapeSpecError",
     "TorchExportError", "SampleDataError", "AccuracyGateError", "Fp16GraphError", "EngineBuildError", "DlaError",
-    "StaleEngineError", "MetricError", "LibraryCrashError",
+    "StaleEngineError", "MetricError", "ModelRunError", "LibraryCrashError",
 ]

@@ -8,6 +8,7 @@
     ├── TorchExportError       the torch model cannot be loaded, exported, or its ONNX disagrees with torch (exit 4)
     ├── SampleDataError        --data that does not fit the model's inputs (exit 4)
     ├── MetricError            a --metric that cannot be loaded, does not fit the outputs, or sees nothing (exit 4)
+    ├── ModelRunError          onnxruntime refused to run the model on the gate's samples (exit 4)
     ├── AccuracyGateError      FP16 cannot meet the criterion even with nodes kept in FP32 (exit 7)
     ├── Fp16GraphError         the FP16 ONNX graph could not be made valid (exit 7)
     ├── EngineBuildError       TensorRT failed to build the engine, after every workspace retry (exit 6)
@@ -45,6 +46,11 @@ class SampleDataError(ConvertError):
 
 class MetricError(ConvertError):
     pass
+
+
+class ModelRunError(ConvertError):
+    """onnxruntime raised (without crashing) while running the model on the gate's samples: the samples do not fit
+    the model (an index past a table, a value a Reshape cannot take) or the model cannot run there."""
 
 
 class AccuracyGateError(ConvertError):

@@ -99,6 +99,9 @@ def simplify(model, folder: Path) -> tuple[object, bool, str]:
         return (model, False, note) if note else (onnx.load(str(destination)), True, "")
     except ChildCrashedError as exc:
         return model, False, f"not simplified: {exc.message}; the unsimplified model is used"
+    except Exception as exc:  # noqa: BLE001 - whatever the child raised, the unsimplified model still serves
+        why = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:200]
+        return model, False, f"not simplified: onnxsim's process failed ({why}); the unsimplified model is used"
     finally:
         source.unlink(missing_ok=True)
         destination.unlink(missing_ok=True)
@@ -113,15 +116,16 @@ def save(model, path: Path) -> Path:
 
 
 def prepare(source: str | os.PathLike[str], destination: Path, *, simplify_model: bool = True,
-            check_inputs=lambda inputs: None) -> PreparedModel:
+            check=lambda model: None, progress=lambda message: None) -> PreparedModel:
     """Validate ``source``, simplify it (unless told not to), name its nodes, and save it to ``destination``.
-    ``check_inputs`` sees the declared inputs before the (slow) simplification, to fail fast on bad shapes."""
+    ``check`` sees the validated model before the (slow) simplification, to fail fast on options that do not fit."""
     source = Path(source)
     model = load_checked(source)
-    check_inputs(declared_inputs(model))
+    check(model)
     note = ""
     simplified = False
     if simplify_model:
+        progress(f"  valid ONNX ({len(model.graph.node)} nodes); simplifying it with onnxsim")
         model, simplified, note = simplify(model, destination.parent)
     else:
         note = "not simplified: asked not to"

@@ -14,21 +14,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from orinkit.convert.errors import AccuracyGateError, ConvertError
+from orinkit.convert.errors import AccuracyGateError, ConvertError, Fp16GraphError, TorchExportError
 from orinkit.convert.facts import current_facts
-from orinkit.convert.fp16.convert import to_fp16
 from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.fp16.emulate import run
 from orinkit.convert.fp16.gate import GateOptions, GateReport, judge, run_gate
+from orinkit.convert.fp16.repair import to_fp16
 from orinkit.convert.fp16.task_metrics import parse_metric
 from orinkit.convert.onnx_prep import PreparedModel, declared_inputs, prepare
-from orinkit.convert.samples import load_samples, random_samples
+from orinkit.convert.preflight import check_options
+from orinkit.convert.samples import describe_default, input_dtypes, load_samples, random_samples
 from orinkit.convert.shapes import InputProfile, resolve_profiles
+from orinkit.convert.stages import Stage, Stages, paced
 from orinkit.core.files import atomic_write_text, building_directory
 from orinkit.core.version import __version__
-from orinkit.formats.dtypes import from_onnx
 from orinkit.formats.engine import describe_engine
 from orinkit.formats.manifest import EngineManifest, ProfileShape, write_manifest
 
@@ -47,7 +46,7 @@ class ConvertOptions:
     max_batch: int | None = None  # a dynamic batch axis given no shapes: 1..max_batch (default 8)
     fp16: bool = True
     criterion: Criterion = Criterion()
-    metric: str | None = None  # topk[:K][@OUTPUT], lanes, or package.module:function
+    metric: str | None = None  # topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], lanes, or module:fn
     min_agreement: float | None = None  # the metric's pass mark (default 0.99)
     gate_budget: float = 60.0  # seconds for the search of FP32 nodes
     keep_fp32: tuple[str, ...] = ()  # nodes kept in FP32 whatever the gate says
@@ -86,13 +85,6 @@ class ConvertOptions:
 
 
 @dataclass
-class Stage:
-    name: str
-    seconds: float
-    detail: str = ""
-
-
-@dataclass
 class ConvertResult:
     output: Path
     artifacts: dict[str, Path]
@@ -127,20 +119,6 @@ class ConvertResult:
         }
 
 
-class _Stages:
-    def __init__(self, progress: Progress, total: int) -> None:
-        self.progress, self.total, self.done = progress, total, []
-
-    def run(self, name: str, fn, *args, **kwargs):
-        self.progress(f"[{len(self.done) + 1}/{self.total}] {name} ...")
-        started = time.perf_counter()
-        value = fn(*args, **kwargs)
-        seconds = time.perf_counter() - started
-        self.done.append(Stage(name, round(seconds, 3)))
-        self.progress(f"[{len(self.done)}/{self.total}] {name} done in {seconds:.2f} s")
-        return value
-
-
 def tensorrt_available() -> bool:
     import importlib
 
@@ -151,13 +129,15 @@ def tensorrt_available() -> bool:
     return True
 
 
-def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions):
-    initializers = {i.name for i in model.graph.initializer}
-    dtypes = {i.name: np.dtype(from_onnx(i.type.tensor_type.elem_type).numpy)
-              for i in model.graph.input if i.name not in initializers}
+def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions, progress: Progress):
+    dtypes = input_dtypes(model)
     inputs = {name: (dtypes[name], profiles[name].opt) for name in prepared.inputs}
     if options.data is not None:
         return load_samples(options.data, inputs)
+    for name, (dtype, shape) in inputs.items():
+        note = None if name in options.input_ranges else describe_default(name, dtype, shape)
+        if note:  # random integers or booleans rarely mean what the model expects (a sample rate, a length)
+            progress(f"  {note}")
     return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed)
 
 
@@ -209,43 +189,45 @@ def convert_onnx(
                            f"engine, and {why}", hint="drop them here, and run edge-convert with them on the device")
     gate_options = options.gate_options() if options.fp16 else None
     _announce_shapes(source, options, progress)
-    stages = _Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
-                     + int(options.benchmark))
-    stages.done.extend(earlier_stages)
+    stages = Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
+                    + int(options.benchmark), tuple(earlier_stages))
     notes: list[str] = []
     with building_directory(output) as staging:
-        prepared = stages.run("validate and simplify the ONNX model", prepare, source, staging / FP32_ONNX,
-                              simplify_model=options.simplify, check_inputs=_profiles_for(options))
+        prepared = stages.run("validate and simplify the ONNX model", lambda say: prepare(
+            source, staging / FP32_ONNX, simplify_model=options.simplify, progress=say,
+            check=lambda loaded: check_options(loaded, options, _profiles_for(options))))
         if prepared.note:
             notes.append(prepared.note)
             progress(prepared.note)
         model = onnx.load(str(prepared.path))
         profiles = _profiles_for(options)(prepared.inputs)
-        samples = stages.run("make the gate's input samples", _sample_inputs, prepared, profiles, model, options)
+        samples = stages.run("make the gate's input samples", lambda say: _sample_inputs(
+            prepared, profiles, model, options, say if options.fp16 or build else lambda message: None))
         artifacts = {"fp32_onnx": output / FP32_ONNX}
         gate, keep = None, ()
         if options.fp16:
-            gate = stages.run("FP16 accuracy gate (FP32 onnxruntime vs FP16 emulation)", run_gate, prepared.path,
-                              samples, gate_options, progress=progress)
+            gate = stages.run("FP16 accuracy gate (FP32 onnxruntime vs FP16 emulation)",
+                              lambda say: run_gate(prepared.path, samples, gate_options, progress=say))
             _describe_gate(gate, progress)
             if not gate.passed:  # only a replay, which may not search, can end here
                 raise AccuracyGateError(
                     f"the recorded FP32 nodes no longer make FP16 pass the {gate.decided_by}: "
                     + "; ".join(line for line in gate.final.lines() if "FAIL" in line),
                     report=gate, hint="convert again with edge-convert (a full run searches the nodes anew)")
-            fp16_model, keep = stages.run("write the FP16 ONNX graph", to_fp16, model, gate.keep_fp32,
-                                          sample=samples[0], progress=progress)
+            fp16_model, keep = stages.run("write the FP16 ONNX graph", lambda say: to_fp16(
+                model, gate.keep_fp32, sample=samples[0], progress=say))
             onnx.save(fp16_model, str(staging / FP16_ONNX))
             artifacts["fp16_onnx"] = output / FP16_ONNX
         engine_info = bench = None
         if build:
             engine_info, bench = _build_and_check(stages, staging, prepared, model, profiles, samples, keep,
-                                                  options, progress)
+                                                  options, progress, maps=gate.maps if gate else ())
             artifacts["plan"] = output / PLAN
             artifacts["manifest"] = output / (PLAN + ".manifest.json")
         else:
-            notes.append("TensorRT is not installed here: the artifacts are the FP32 and the gated FP16 ONNX; the "
-                         "engine is built on the device (run edge-convert there)")
+            written = "the FP32 and the gated FP16 ONNX" if options.fp16 else "the FP32 ONNX (--no-fp16: no FP16 graph)"
+            notes.append(f"TensorRT is not installed here: the artifacts are {written}; the engine is built on the "
+                         "device (run edge-convert there)")
             progress(notes[-1])
         result = ConvertResult(output, artifacts, stages.done, prepared, profiles, gate, keep, build, notes,
                                engine_info, bench, options.recorded())
@@ -273,7 +255,7 @@ def _describe_gate(gate: GateReport, progress: Progress) -> None:
         progress(f"  note: {note}")
 
 
-def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress):
+def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress, maps=()):
     from orinkit.convert.trt.builder import BuildOptions, build_engine
     from orinkit.convert.trt.runner import TrtRunner
 
@@ -281,8 +263,8 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
                                  workspace=options.workspace, timing_cache=options.timing_cache,
                                  dla_core=options.dla_core)
     fp16_path = staging / FP16_ONNX if options.fp16 else None
-    built = stages.run("build the TensorRT engine", build_engine, prepared.path, build_options,
-                       fp16_onnx_path=fp16_path, progress=progress)
+    built = stages.run("build the TensorRT engine", lambda say: build_engine(
+        prepared.path, build_options, fp16_onnx_path=fp16_path, progress=say))
     plan = staging / PLAN
     plan.write_bytes(built.plan)
     facts = current_facts()
@@ -302,7 +284,8 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
     metric = parse_metric(options.metric, options.min_agreement)
     with TrtRunner(built.plan) as runner:
         engine_outputs = [[runner.infer(s)[n] for n in names] for s in samples]
-        verdict = judge(names, run(model, samples), engine_outputs, options.criterion, metric)
+        # The engine is judged as the emulation was: by the same dense maps the auto criterion chose there.
+        verdict = judge(names, run(model, samples), engine_outputs, options.criterion, metric, maps)
         for line in verdict.lines():
             progress(f"  engine {line}")
         if not verdict.passed:
@@ -313,13 +296,14 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
             )
         bench = None
         if options.benchmark:
-            report = stages.run("benchmark the engine", runner.benchmark, samples[0])
+            report = stages.run("benchmark the engine", lambda say: runner.benchmark(samples[0]))
             progress(report.summary())
             bench = asdict(report)
     engine = {"tensorrt_version": built.tensorrt_version, "fp16_mode": built.fp16_mode,
               "workspace_bytes": built.workspace, "attempts": [asdict(a) for a in built.attempts],
               "verdict": {"passed": verdict.passed, "outputs": [asdict(m) for m in verdict.metrics],
-                          "task": None if verdict.task is None else asdict(verdict.task)}}
+                          "task": None if verdict.task is None else asdict(verdict.task),
+                          "maps": [asdict(r) for r in verdict.maps]}}
     return engine, bench
 
 
@@ -336,19 +320,39 @@ def convert_torch(
     force: bool = False,
     progress: Progress = lambda message: None,
 ) -> ConvertResult:
-    """Export ``module`` (called on the torch tensors ``samples``) to ONNX, check it, then :func:`convert_onnx`."""
+    """Export ``module`` (called on the torch tensors ``samples``) to ONNX, check it, then :func:`convert_onnx`.
+
+    When no FP16 graph of the export works on onnxruntime, the other exporter's graph of the same module (TorchScript
+    and dynamo build attention, for one, from different ops) is converted before FP16 is given up."""
     import tempfile
 
     from orinkit.convert.torch_export import DEFAULT_OPSET, export_torch
 
-    with tempfile.TemporaryDirectory(prefix="orinkit-export-") as work:
-        progress("[torch] export to ONNX and check it against torch on onnxruntime ...")
+    def export(path: Path, exporter: str | None):
+        what = "" if exporter is None else f" with the {exporter} exporter"
+        progress(f"[torch] export to ONNX{what} and check it against torch on onnxruntime ...")
         started = time.perf_counter()
-        report = export_torch(module, samples, Path(work) / "exported.onnx", input_names=input_names,
-                              output_names=output_names, dynamic_batch=dynamic_batch, opset=opset or DEFAULT_OPSET)
+        with paced(progress, "[torch] exporting"):
+            report = export_torch(module, samples, path, input_names=input_names, output_names=output_names,
+                                  dynamic_batch=dynamic_batch, opset=opset or DEFAULT_OPSET, exporter=exporter)
         seconds = time.perf_counter() - started
         diffs = ", ".join(f"{n} {d:.2g}" for n, d in report.max_abs_diff.items())
-        via = " by the dynamo exporter (the TorchScript one could not trace it)" if report.exporter == "dynamo" else ""
-        progress(f"[torch] exported{via} in {seconds:.2f} s (max abs diff vs torch: {diffs})")
-        return convert_onnx(report.path, output, options, force=force, progress=progress,
-                            earlier_stages=[Stage("export from torch", round(seconds, 3), diffs)])
+        via = "" if exporter is None and report.exporter == "torchscript" else f" by the {report.exporter} exporter"
+        why = " (the TorchScript one could not trace it)" if exporter is None and report.exporter == "dynamo" else ""
+        progress(f"[torch] exported{via}{why} in {seconds:.2f} s (max abs diff vs torch: {diffs})")
+        return report, Stage("export from torch", round(seconds, 3), f"{report.exporter}: {diffs}")
+
+    with tempfile.TemporaryDirectory(prefix="orinkit-export-") as work:
+        report, stage = export(Path(work) / "exported.onnx", None)
+        try:
+            return convert_onnx(report.path, output, options, force=force, progress=progress, earlier_stages=[stage])
+        except Fp16GraphError as first:
+            other = "dynamo" if report.exporter == "torchscript" else "torchscript"
+            progress(f"[torch] {first.message}: converting the {other} exporter's graph of the module instead")
+            try:
+                report, stage = export(Path(work) / f"exported-{other}.onnx", other)
+                return convert_onnx(report.path, output, options, force=force, progress=progress,
+                                    earlier_stages=[stage])
+            except (Fp16GraphError, TorchExportError) as second:
+                raise Fp16GraphError(f"{first.message}; with the {other} exporter's graph: {second.message}",
+                                     hint=first.hint) from second

@@ -45,15 +45,18 @@ class InputProfile:
     opt: Shape
     max: Shape
     batch_default: bool = False  # a dynamic batch axis given no shapes: 1..max_batch, opt 1
+    max_batch_asked: bool = False  # ... whose max_batch came from --max-batch, not the default
 
     def describe(self, name: str) -> str:
         def text(shape: Shape) -> str:
-            return "x".join(map(str, shape))
+            return "x".join(map(str, shape)) if shape else "scalar"
 
         if self.static:
             return f"{name} {text(self.opt)}"
         line = f"{name} min {text(self.min)}, opt {text(self.opt)}, max {text(self.max)}"
-        if self.batch_default:
+        if self.batch_default and self.max_batch_asked:
+            line += f" (dynamic batch: 1..{self.max[0]}, as --max-batch {self.max[0]} asked)"
+        elif self.batch_default:
             line += (f" (dynamic batch: 1..{self.max[0]} by default; --max-batch N or "
                      "--min-shapes/--opt-shapes/--max-shapes to choose)")
         return line
@@ -111,7 +114,8 @@ def resolve_profiles(
             profile = InputProfile(declared, declared, declared)
         elif declared[0] == -1 and -1 not in declared[1:]:
             top = DEFAULT_MAX_BATCH if max_batch is None else max_batch
-            profile = InputProfile((1, *declared[1:]), (1, *declared[1:]), (top, *declared[1:]), batch_default=True)
+            profile = InputProfile((1, *declared[1:]), (1, *declared[1:]), (top, *declared[1:]), batch_default=True,
+                                   max_batch_asked=max_batch is not None)
         else:
             letters = iter("HWDEFG")
             example = "x".join(str(d) if d > 0 else ("1" if i == 0 else next(letters, "N"))

@@ -16,6 +16,7 @@ from orinkit.convert.errors import TorchExportError
 from orinkit.core.optional import require
 
 DEFAULT_OPSET = 17
+EXPORTERS = ("torchscript", "dynamo")
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,15 @@ def export_torch(
     opset: int = DEFAULT_OPSET,
     rtol: float = 1e-4,
     atol: float = 1e-4,
+    exporter: str | None = None,
 ) -> ExportReport:
     """Export ``module`` called on ``samples`` (torch tensors, one per input) to ``path``, then check it.
 
     ``dynamic_batch`` marks axis 0 of every input and output dynamic. The exported graph is run on onnxruntime
     with the same samples and must match torch: max |difference| <= ``atol`` + ``rtol`` · max |torch output|,
     per output (relative to the output's range: outputs in pixels or in the thousands differ by more in absolute
-    terms between two correct FP32 runtimes than logits do).
+    terms between two correct FP32 runtimes than logits do). ``exporter`` ("torchscript" or "dynamo") uses that
+    exporter only; by default the TorchScript one, and the dynamo one when that one cannot trace the model.
     """
     torch = require("torch")
     ort = require("onnxruntime")
@@ -80,7 +83,9 @@ def export_torch(
         raise TorchExportError(f"the model returns {len(expected)} outputs but {len(output_names)} names were given",
                                hint="give one name per output")
     axes = {name: {0: "batch"} for name in (*input_names, *output_names)} if dynamic_batch else None
-    exporter = _export(torch, module, samples, path, list(input_names), list(output_names), axes, opset)
+    if exporter not in (None, *EXPORTERS):
+        raise TorchExportError(f"unknown exporter '{exporter}'", hint=f"use one of {', '.join(EXPORTERS)}")
+    exporter = _export(torch, module, samples, path, list(input_names), list(output_names), axes, opset, exporter)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feeds = {n: s.detach().cpu().numpy() for n, s in zip(input_names, samples)}
     got = session.run(list(output_names), feeds)
@@ -98,23 +103,30 @@ def export_torch(
     return ExportReport(path, tuple(input_names), tuple(output_names), diffs, exporter)
 
 
-def _export(torch, module, samples, path: Path, input_names, output_names, axes, opset: int) -> str:
+def _export(torch, module, samples, path: Path, input_names, output_names, axes, opset: int,
+            only: str | None = None) -> str:
     """Export with torch's TorchScript exporter (no onnxscript needed; the graphs TensorRT 8.5 knows best), and
-    with the dynamo exporter when that one cannot trace the model; returns which one made the file."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(module, tuple(samples), str(path), input_names=input_names, output_names=output_names,
-                              dynamic_axes=axes, opset_version=opset, dynamo=False)
-        return "torchscript"
-    except Exception as exc:
-        first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+    with the dynamo exporter when that one cannot trace the model (or with ``only`` that one); returns which one
+    made the file."""
+    first = None
+    if only in (None, "torchscript"):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(module, tuple(samples), str(path), input_names=input_names,
+                                  output_names=output_names, dynamic_axes=axes, opset_version=opset, dynamo=False)
+            return "torchscript"
+        except Exception as exc:
+            first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            if only is not None:
+                raise TorchExportError(f"torch.onnx.export (TorchScript) failed: {first}",
+                                       hint="simplify the forward()") from None
     try:
         import onnxscript  # noqa: F401  (the dynamo exporter's dependency)
     except ImportError:
-        raise TorchExportError(f"torch.onnx.export failed: {first}",
-                               hint="install onnxscript (pip install 'orinkit[torch]') so that torch's dynamo "
-                                    "exporter can try, or simplify the forward()") from None
+        what = f"torch.onnx.export failed: {first}" if first else "the dynamo exporter needs onnxscript"
+        raise TorchExportError(what, hint="install onnxscript (pip install 'orinkit[torch]') so that torch's dynamo "
+                                          "exporter can try, or simplify the forward()") from None
     dynamic = None
     if axes:
         batch = torch.export.Dim("batch")
@@ -128,6 +140,9 @@ def _export(torch, module, samples, path: Path, input_names, output_names, axes,
             program.save(str(path))
     except Exception as exc:
         second = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        if first is None:
+            raise TorchExportError(f"torch.onnx.export (dynamo) failed: {second}",
+                                   hint="simplify the forward()") from None
         raise TorchExportError(f"torch.onnx.export failed with both exporters: TorchScript: {first}; dynamo: "
                                f"{second}", hint="the model uses something neither exporter can trace; simplify "
                                "the forward() or export it yourself and pass the .onnx file") from None

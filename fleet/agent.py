@@ -22,7 +22,10 @@ a killed agent left behind are removed at its start (and unloaded once the serve
 (``devices/DEVICE/report.json``) is written when something changed, after a change on each of the next
 ``report_burst`` polls (a rollout's soak reads them), and as a heartbeat every ``heartbeat_every`` polls. The server
 never depends on the bucket: with the bucket down it serves what is on disk, the agent keeps the last desired state
-it read (in its state folder) and retries with capped exponential backoff. Models the server serves that the desired
+it read (in its state folder) and retries with capped exponential backoff. An outage of the bucket or the server is
+told in the log when it starts, reminded at most once a minute while it lasts and told when it ends
+(:mod:`orinkit.fleet.outage`); the next report counts it. Messages of the server are turned into one line, the
+cause first (:mod:`orinkit.fleet.server_text`). Models the server serves that the desired
 state does not name are kept serving and reported UNMANAGED: taking a model away is a decision for a person (or a
 later desired state naming another version), never a side effect of a ring file edited by hand.
 
@@ -45,6 +48,8 @@ from orinkit.fleet.fetch import fetch_version, version_bytes
 from orinkit.fleet.gate import FAILED, GATE_REQUESTS, Gate, GateResult, run_gate
 from orinkit.fleet.health import HealthProbe
 from orinkit.fleet.layout import DesiredState, DeviceReport, ModelReport, checked_name, report_key, ring_key
+from orinkit.fleet.outage import REMIND_EVERY_S, Outage
+from orinkit.fleet.server_text import one_line
 from orinkit.fleet.shadow import ShadowLoadError, clear_leftovers, gate_in_shadow, is_shadow, unload_leftovers
 from orinkit.fleet.store import LocalStore, default_state_dir
 
@@ -75,7 +80,9 @@ class Agent:
                  device: str | None = None, interval_s: float = 60.0, heartbeat_every: int = 10,
                  report_burst: int = 10, state_dir: str | Path | None = None, gate_requests: int = GATE_REQUESTS,
                  memory_factor: float = 2.0, memory_margin_mb: float = 256.0, load_timeout_s: float = 300.0,
-                 max_backoff_s: float = 600.0, meminfo_root: Path = Path("/"), progress: Progress = print) -> None:
+                 max_backoff_s: float = 600.0, meminfo_root: Path = Path("/"),
+                 outage_remind_every_s: float = REMIND_EVERY_S, tell_outages: bool = True,
+                 progress: Progress = print) -> None:
         self.bucket, self.server, self.progress = bucket, server, progress
         self.ring = checked_name("ring", ring)
         self.device = checked_name("device", device or socket.gethostname())
@@ -96,6 +103,13 @@ class Agent:
         self._polls = self._since_report = self._burst = self._bucket_errors = 0
         self._report_due = True
         self._server_ok = False
+        self._bucket_cause: str | None = None  # this poll's first bucket failure
+        # Outages are counted either way; told in the log unless the caller shows each poll's errors itself (--once).
+        told = progress if tell_outages else (lambda line: None)
+        self.bucket_outage = Outage(f"the bucket {bucket.url} at {bucket.endpoint}", told,
+                                    remind_every_s=outage_remind_every_s,
+                                    backoff_to_s=max(self.max_backoff_s, self.interval_s))
+        self.server_outage = Outage(f"the server at {server}", told, remind_every_s=outage_remind_every_s)
         # A crash mid-gate leaves a shadow model: gone from disk now, unloaded at the first poll the server answers.
         self._stale_shadows: list[str] | None = clear_leftovers(self.repository)
         if self._stale_shadows:
@@ -115,15 +129,36 @@ class Agent:
 
     def poll_once(self) -> PollResult:
         self._polls += 1
+        self._bucket_cause = None
         requests_before = self.bucket.requests
         errors: list[str] = []
         changed = self._read_desired(errors)
         acted: dict[str, ModelReport] = {}
+        server_error = None
         if self._desired is not None:
-            acted = self._reconcile(errors)
+            acted, server_error = self._reconcile(errors)
+            if server_error is None:
+                self.server_outage.answered()
+            else:  # told before the report, which says how long it has lasted
+                self.server_outage.failed(server_error, self._next_poll_s(),
+                                          "the models it serves are neither checked nor changed")
+        if self._bucket_cause is None:
+            self.bucket_outage.answered()  # before the report, which counts the outage that just ended
         reported = self._maybe_report(changed or bool(acted), errors)
+        wait = self._next_poll_s()
+        if self._bucket_cause is not None:
+            generation = self._desired.generation if self._desired else 0
+            self.bucket_outage.failed(self._bucket_cause, wait, "the server keeps serving what is on disk" + (
+                f"; acting on ring {self.ring} generation {generation}, the last one read" if generation else ""))
         return PollResult(changed, self._desired.generation if self._desired else 0, self._models(), tuple(acted),
-                          reported, tuple(errors), self.bucket.requests - requests_before, self._next_poll_s())
+                          reported, tuple(errors), self.bucket.requests - requests_before, wait)
+
+    def _bucket_failed(self, exc: BucketError) -> str:
+        """Count a bucket failure of this poll (the backoff grows) and say it in the poll's errors."""
+        self._bucket_errors += 1
+        if self._bucket_cause is None:
+            self._bucket_cause = exc.message
+        return f"bucket: {exc.message}"
 
     def _next_poll_s(self) -> float:
         if not self._bucket_errors:
@@ -138,8 +173,7 @@ class Agent:
         try:
             data, etag = self.bucket.read_if_changed(ring_key(self.ring), self._etag)
         except BucketError as exc:
-            self._bucket_errors += 1
-            errors.append(f"bucket: {exc.message}")
+            errors.append(self._bucket_failed(exc))
             return False
         self._bucket_errors = 0
         if data is None and etag is not None:
@@ -148,7 +182,10 @@ class Agent:
         try:
             desired = DesiredState.from_json(data) if data is not None else DesiredState(self.ring)
         except BucketLayoutError as exc:
-            errors.append(exc.message)  # keep acting on the last good state; a new write changes the ETag
+            # Keep acting on the last good state. Said once: the same object is not read again (its ETag holds).
+            errors.append(exc.message)
+            kept = f"generation {self._desired.generation}" if self._desired else "no desired state yet"
+            self.progress(f"ring {self.ring}: {exc.message}; keeping {kept} until it is written again")
             return False
         if self._desired is not None and (desired.generation, dict(desired.models)) == (
                 self._desired.generation, dict(self._desired.models)):
@@ -158,7 +195,8 @@ class Agent:
         self._not_before.clear()
         self._burst = self.report_burst
         atomic_write_bytes(self.store.root / "desired.json", desired.to_json(), mode=0o600)
-        self.progress(f"ring {self.ring} generation {desired.generation}: {dict(desired.models)}"
+        wants = ", ".join(f"{m} version {v}" for m, v in sorted(desired.models.items())) or "no model"
+        self.progress(f"ring {self.ring} generation {desired.generation} wants {wants}"
                       + (f" ({desired.note})" if desired.note else ""))
         return True
 
@@ -171,7 +209,8 @@ class Agent:
 
     # -- bringing the server there --------------------------------------------------------------------------------
 
-    def _reconcile(self, errors: list[str]) -> dict[str, ModelReport]:
+    def _reconcile(self, errors: list[str]) -> tuple[dict[str, ModelReport], str | None]:
+        """What this poll placed or refused, and why the server could not be asked (None: it answered)."""
         from orinkit.repo.errors import RepoError
         from orinkit.repo.server_api import RepositoryAPI
 
@@ -183,8 +222,9 @@ class Agent:
                 self._ready = _ready_versions(api)
         except RepoError as exc:
             self._server_ok = False
-            errors.append(f"server: {exc.message}")
-            return {}
+            cause = one_line(exc.message)
+            errors.append(f"server: {cause}")
+            return {}, cause
         self._server_ok = True
         acted: dict[str, ModelReport] = {}
         for model, wanted in sorted(self._desired.models.items()):
@@ -201,9 +241,9 @@ class Agent:
             if self._polls < self._not_before.get(model, 0):
                 continue
             acted[model] = self._outcomes[model] = self._apply(model, wanted, serving)
-            if self._bucket_errors:
+            if self._bucket_cause is not None:
                 break  # the store went away mid-poll: the other models wait for the backoff
-        return acted
+        return acted, None
 
     def _serving_wanted(self, model: str, version: int) -> ModelReport:
         """The wanted version serves (placed earlier, or by a previous run of the agent): its recorded gate."""
@@ -289,14 +329,13 @@ class Agent:
         except IntegrityError as exc:
             return self._refused(model, wanted, None, f"version {wanted} refused: {exc.message}")
         except DeployLoadError as exc:
-            return self._refused(model, wanted, None, f"version {wanted} did not load: {exc.message}")
+            return self._refused(model, wanted, None, f"version {wanted} did not load: {one_line(exc.message)}")
         except DeployBusyError as exc:
             return self._pending(model, serving, exc.message, polls=1)
         except BucketError as exc:
-            self._bucket_errors += 1
-            return self._pending(model, serving, f"version {wanted}: bucket: {exc.message}", polls=0)
+            return self._pending(model, serving, f"version {wanted}: {self._bucket_failed(exc)}", polls=0)
         except (RepoError, BucketLayoutError) as exc:
-            return self._pending(model, serving, f"version {wanted}: {exc.message}")
+            return self._pending(model, serving, f"version {wanted}: {one_line(exc.message)}")
         finally:
             self.store.clear_staging(model, wanted)
         status = self._gate_results[(model, wanted)].status
@@ -314,7 +353,7 @@ class Agent:
         try:
             set_aside_version(self.repository, model, wanted, source, reason)
         except (RepoError, OSError) as exc:  # the refusal stands; only its record on disk is missing
-            self.progress(f"{model}: version {wanted} could not be set aside: {getattr(exc, 'message', exc)}")
+            self.progress(f"{model}: version {wanted} could not be set aside: {one_line(getattr(exc, 'message', exc))}")
         return self._refused(model, wanted, gate, reason)
 
     def _check_memory(self, version: int, size: int) -> None:
@@ -362,7 +401,7 @@ class Agent:
             with RepositoryAPI(self.server) as api:
                 api.load(model, self.load_timeout_s)
         except RepoError as exc:
-            self.progress(f"{model}: loading what is on disk failed: {exc.message}")
+            self.progress(f"{model}: loading what is on disk failed: {one_line(exc.message)}")
 
     # -- reports --------------------------------------------------------------------------------------------------
 
@@ -384,7 +423,7 @@ class Agent:
         due = changed or self._report_due or self._burst > 0 or self._since_report >= self.heartbeat_every
         if not due:
             return False
-        if self._bucket_errors:
+        if self._bucket_cause is not None:
             self._report_due = True  # the store does not answer: report as soon as it does
             return False
         models = self._models()
@@ -392,13 +431,13 @@ class Agent:
         serving = {m: (r.version, self.store.gate(m, r.version)[1]) for m, r in models.items()
                    if r.version is not None and r.state != UNMANAGED} if self._server_ok else {}
         report = DeviceReport(self.device, self.ring, self._desired.generation if self._desired else 0, models,
-                              time.time(), self.probe.measure(serving), "; ".join(errors))
+                              time.time(), self.probe.measure(serving), "; ".join(errors),
+                              {"bucket": self.bucket_outage.as_report(), "server": self.server_outage.as_report()})
         try:
             self.bucket.write(report_key(self.device), report.to_json())
         except BucketError as exc:
-            self._bucket_errors += 1
             self._report_due = True
-            errors.append(f"bucket: {exc.message}")
+            errors.append(self._bucket_failed(exc))
             return False
         self._since_report, self._report_due, self._burst = 0, False, max(0, self._burst - 1)
         return True
@@ -431,7 +470,8 @@ def describe(result: PollResult) -> str:
     lines = [f"generation {result.generation}" + (" (changed)" if result.changed else "")
              + (f"; {result.requests} S3 requests" if result.requests else "")]
     for model, report in sorted(result.models.items()):
-        lines.append(f"  {model}: {report.state} version {report.version} gate {report.gate}"
+        serving = "nothing serving" if report.version is None else f"version {report.version}"
+        lines.append(f"  {model}: {report.state}, {serving}" + (f", gate {report.gate}" if report.gate else "")
                      + (f" - {report.reason}" if report.reason else ""))
     lines += [f"  ! {error}" for error in result.errors]
     return "\n".join(lines)

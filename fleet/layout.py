@@ -154,20 +154,32 @@ class DeviceReport:
     reported_at: float
     health: Mapping[str, float] = field(default_factory=dict)  # e.g. {"p99_ms": .., "failures": .., "requests": ..}
     note: str = ""
+    # Since the agent started, per thing it polls ("bucket", "server"): {"count", "last_s", "last_failed_polls",
+    # "ongoing_s"}; an outage of the bucket can only be reported once it is over, so it is counted here.
+    outages: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         return json.dumps({"device": self.device, "ring": self.ring, "generation": self.generation,
                            "models": {k: asdict(v) for k, v in self.models.items()},
-                           "reported_at": self.reported_at, "health": dict(self.health), "note": self.note},
+                           "reported_at": self.reported_at, "health": dict(self.health), "note": self.note,
+                           "outages": {k: dict(v) for k, v in self.outages.items()}},
                           indent=2, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> DeviceReport:
         try:
             raw = json.loads(data)
+            outages = {str(k): {str(n): _number(x) for n, x in v.items()}
+                       for k, v in raw.get("outages", {}).items()}  # absent from reports of older agents
             return cls(raw["device"], raw["ring"], int(raw["generation"]),
                        {k: ModelReport(**v) for k, v in raw.get("models", {}).items()}, float(raw["reported_at"]),
-                       {k: float(v) for k, v in raw.get("health", {}).items()}, str(raw.get("note", "")))
+                       {k: float(v) for k, v in raw.get("health", {}).items()}, str(raw.get("note", "")), outages)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise BucketLayoutError(f"a device report is unreadable: {exc}",
                                     hint="the device's agent writes it again at its next poll") from exc
+
+
+def _number(value) -> int | float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise TypeError(f"{value!r} is not a number")
+    return value

@@ -17,6 +17,7 @@ The health gate is a ``.npz`` file holding arrays named ``input:<NAME>`` for the
 
 from __future__ import annotations
 
+import fnmatch
 import getpass
 import hashlib
 import re
@@ -24,7 +25,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from orinkit.core.files import file_sha256
 from orinkit.fleet.bucket import Bucket
@@ -38,6 +39,19 @@ from orinkit.repo.layout import model_dirs, version_folders
 Progress = Callable[[str], None]
 _LOUD_BYTES = 8 * 2**20  # a file this large gets its own progress line
 _CHUNK = 2**20
+# Never part of a model, and different from one machine to the next: Triton's Python backend compiles model.py
+# into the version folder (__pycache__) at its first load, macOS and editors leave their files. Pushed, they would
+# make a version pushed before its first load differ from itself pushed after.
+LITTER_FOLDERS = frozenset({"__pycache__", ".ipynb_checkpoints"})
+LITTER_FILES = ("*.pyc", "*.pyo", ".DS_Store", "._*", "Thumbs.db", "desktop.ini", "*.swp", "*.swo", "*.swx", "*~",
+                ".#*", "#*#")
+
+
+def is_litter(relative: str) -> bool:
+    """A path (``version/__pycache__/model.cpython-311.pyc``) that is build or editor litter, not the model's."""
+    parts = PurePosixPath(relative).parts
+    return any(part in LITTER_FOLDERS for part in parts[:-1]) or any(
+        fnmatch.fnmatchcase(parts[-1], pattern) for pattern in LITTER_FILES)
 
 
 @dataclass(frozen=True)
@@ -102,7 +116,10 @@ def push_version(model_dir: Path, version: int, bucket: Bucket, *, gate: GateFil
     """Push one version of the model in ``model_dir``; the manifest goes last and only where there is none."""
     model = model_dir.name
     prefix = version_prefix(model, version)
-    files = local_files(model_dir, version)
+    files, litter = _version_files(model_dir, version)
+    if litter:
+        progress(f"{model} version {version}: leaving out {len(litter)} build or editor file(s) "
+                 f"({', '.join(litter[:3])}{', ...' if len(litter) > 3 else ''})")
     if gate is not None:
         gate_names = gate_names or check_gate(model_dir, gate)
         files.append((GATE, gate.path))
@@ -137,7 +154,13 @@ def push_version(model_dir: Path, version: int, bucket: Bucket, *, gate: GateFil
 
 def local_files(model_dir: Path, version: int) -> list[tuple[str, Path]]:
     """``(path in the manifest, local file)``: the model folder's own files under ``model/`` (not the version
-    folders, set-aside versions or orinkit's hidden journal and lock) and the version folder's under ``version/``."""
+    folders, set-aside versions or orinkit's hidden journal and lock) and the version folder's under ``version/``,
+    without build and editor litter (:func:`is_litter`)."""
+    return _version_files(model_dir, version)[0]
+
+
+def _version_files(model_dir: Path, version: int) -> tuple[list[tuple[str, Path]], list[str]]:
+    """The version's files, and the litter left out of them."""
     folders = version_folders(model_dir)
     if version not in folders:
         raise RepoError(f"model {model_dir.name} has no version {version}", hint="check --version")
@@ -152,7 +175,7 @@ def local_files(model_dir: Path, version: int) -> list[tuple[str, Path]]:
     version_dir = folders[version]
     found += [(f"version/{p.relative_to(version_dir).as_posix()}", p)
               for p in sorted(version_dir.rglob("*")) if p.is_file()]
-    return found
+    return [f for f in found if not is_litter(f[0])], [f[0] for f in found if is_litter(f[0])]
 
 
 class _Hashing:
@@ -183,7 +206,8 @@ def _upload(bucket: Bucket, key: str, relative: str, path: Path) -> FileEntry:
 def _already_there(remote: VersionManifest, files, gate_doc, bucket: Bucket, progress: Progress) -> VersionManifest:
     """A version in the bucket is immutable: the same files again is a no-op, other files a refusal."""
     local = {(relative, path.stat().st_size, file_sha256(path)) for relative, path in files}
-    there = {(f.path, f.size, f.sha256) for f in remote.files}
+    # A version pushed with its litter (by an orinkit that did not leave it out) is the same version without it.
+    there = {(f.path, f.size, f.sha256) for f in remote.files if not is_litter(f.path)}
     if gate_doc is None:
         there = {f for f in there if f[0] != GATE}  # pushing again without --gate leaves the version's gate alone
     elif {k: gate_doc[k] for k in ("rtol", "atol")} != {k: (remote.gate or {}).get(k) for k in ("rtol", "atol")}:

@@ -49,6 +49,9 @@ class RolloutResult:
 
 class _DeviceFailed(Exception):
     def __init__(self, device: str, why: str) -> None:
+        from orinkit.fleet.server_text import one_line
+
+        why = one_line(why)  # it becomes a ring's note and a log line; an older agent's reason may hold a stack
         super().__init__(f"{device}: {why}")
         self.device, self.why = device, why
 
@@ -107,6 +110,10 @@ def rollout(bucket, model: str, version: int, rings: Sequence[str], *, name: str
     return RolloutResult(name, model, version, tuple(rings), members, time.monotonic() - started, soaks)
 
 
+def _serving(version: int | None) -> str:
+    return "nothing serving" if version is None else f"version {version}"
+
+
 def _model_state(report: DeviceReport | None, model: str):
     return None if report is None else report.models.get(model)
 
@@ -128,7 +135,7 @@ def _wait_ready(bucket, devices, model, version, generation, timeout_s, poll_s) 
             elif state.state == "FAILED":
                 raise _DeviceFailed(device, state.reason or f"reports {model} FAILED")
             elif not (state.state == "READY" and state.version == version and state.gate in OK_GATES):
-                waiting.append((device, state.reason or f"reports {model} {state.state} version {state.version}"))
+                waiting.append((device, state.reason or f"reports {model} {state.state}, {_serving(state.version)}"))
         if not waiting:
             return
         if time.monotonic() > deadline:
@@ -208,7 +215,11 @@ def _roll_back(bucket, moved, previous: Mapping[str, DesiredState | None], membe
         models = dict(previous[ring].models) if previous[ring] else {}
         state = write_desired_state(bucket, ring, models, note=f"rollback of {name}: {why}")
         targets[ring] = (state.generation, models.get(model))
-        progress(f"ring {ring}: generation {state.generation} wants {model} version {models.get(model)} again")
+        if model in models:
+            back_to = f"wants {model} version {models[model]} again"
+        else:  # the ring named no version of the model before: its devices keep what they serve, unmanaged
+            back_to = f"goes back to no managed version of {model} (its devices keep serving what they have)"
+        progress(f"ring {ring}: generation {state.generation} {back_to}")
     deadline = time.monotonic() + timeout_s
     while True:
         behind = []

@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from orinkit.core.files import atomic_write_bytes, fsync_path, fsync_tree
@@ -153,14 +154,32 @@ def gate_in_shadow(server: str, repository: Path, model: str, version: int, vers
                 api.load(name, timeout_s)
                 api.wait_ready(name, version, timeout_s)
             except RepoError as exc:
-                raise ShadowLoadError(exc.message.replace(f"'{name}'", f"'{model}' version {version}")) from exc
-            return run_gate(server, name, version, gate, requests=requests)
+                raise ShadowLoadError(_load_failure(api, name, version, exc.message)) from exc
+            result = run_gate(server, name, version, gate, requests=requests)
+            # The shadow is the agent's momentary copy: a person looks for the model and the version.
+            return replace(result, reason=result.reason.replace(f"'{name}'", f"'{model}' version {version}")
+                           .replace(name, model))
         finally:
             with contextlib.suppress(RepoError):
                 api.unload(name)
                 # Its memory back before the live load: the memory check counted the old and the new version only.
                 api.wait_unloaded(name, min(timeout_s, 60.0))
             remove_shadow(repository, model)
+
+
+def _load_failure(api, name: str, version: int, message: str) -> str:
+    """Why the shadow did not load, one line, the cause first: the server's reason for that version (the model's
+    own exception, when it raised), else the load's error. Named without the shadow's suffix: a person knows the
+    model, not the agent's temporary copy of it."""
+    from orinkit.fleet.server_text import one_line
+    from orinkit.repo.errors import RepoError
+
+    try:
+        reasons = [e.reason for e in api.index() if e.name == name and e.version == str(version) and e.reason]
+    except RepoError:
+        reasons = []
+    model = name[:-len(SHADOW_SUFFIX)]
+    return one_line(reasons[0] if reasons else message).replace(f"'{name}'", f"'{model}' version {version}")
 
 
 __all__ = ["SHADOW_SUFFIX", "ShadowLoadError", "build_shadow", "clear_leftovers", "gate_in_shadow", "is_shadow",

@@ -24,7 +24,9 @@ class FleetStatus:
             "devices": [{"device": r.device, "ring": r.ring, "generation": r.generation,
                          "wanted_generation": self.rings[r.ring].generation if r.ring in self.rings else None,
                          "age_s": round(now - r.reported_at, 1), "models": {m: asdict(v) for m, v in r.models.items()},
-                         "health": dict(r.health), "note": r.note} for _, r in sorted(self.devices.items())],
+                         "health": dict(r.health), "note": r.note,
+                         "outages": {k: dict(v) for k, v in r.outages.items()}}
+                        for _, r in sorted(self.devices.items())],
             "unreadable": dict(self.unreadable),
         }
 
@@ -68,6 +70,25 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _outages(device: str, report: DeviceReport) -> list[str]:
+    """A line per thing the device's agent lost touch with since it started (the bucket, its server)."""
+    from orinkit.fleet.outage import duration
+
+    lines = []
+    for what, outage in sorted(report.outages.items()):
+        count, ongoing = int(outage.get("count") or 0), outage.get("ongoing_s")
+        if not count and ongoing is None:
+            continue
+        words = [f"{count} {what} outage{'s' if count != 1 else ''} since its agent started"] if count else []
+        if count and outage.get("last_s") is not None:
+            words.append(f"the last {duration(outage['last_s'])} ({int(outage.get('last_failed_polls') or 0)} polls "
+                         "failed)")
+        if ongoing is not None:
+            words.append(f"its {what} had not answered for {duration(ongoing)} when it reported")
+        lines.append(f"{device}: " + ", ".join(words))
+    return lines
+
+
 def format_status(status: FleetStatus, now: float | None = None) -> str:
     """A table: one line per device and model; a device behind its ring's generation is marked."""
     now = time.time() if now is None else now
@@ -84,7 +105,8 @@ def format_status(status: FleetStatus, now: float | None = None) -> str:
         age = _age(now - report.reported_at)
         for model, state in sorted(report.models.items()) or [("-", None)]:
             p99 = report.health.get(f"{model}:p99_ms")
-            rows.append((device, report.ring, generation, model, "-" if state is None else str(state.version),
+            version = None if state is None else state.version
+            rows.append((device, report.ring, generation, model, "-" if version is None else str(version),
                          "-" if state is None else state.state, "-" if state is None else str(state.gate or "-"),
                          "-" if p99 is None else f"{p99:.1f}", age, "" if state is None else state.reason))
     if len(rows) == 1:
@@ -93,5 +115,6 @@ def format_status(status: FleetStatus, now: float | None = None) -> str:
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
         lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
                   for row in rows]
+    lines += [line for device, report in sorted(status.devices.items()) for line in _outages(device, report)]
     lines += [f"{device}: report unreadable: {why}" for device, why in sorted(status.unreadable.items())]
     return "\n".join(line.rstrip() for line in lines)

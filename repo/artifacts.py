@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -153,7 +154,11 @@ def _run_torchscript(path: Path, inputs: Sequence[TensorSpec], max_batch_size: i
     import numpy as np
 
     try:
-        module = torch.jit.load(str(path), map_location="cpu").eval()
+        # torch 2.9+ deprecates TorchScript in favour of torch.export, but a .pt for Triton's PyTorch backend is
+        # TorchScript by definition: reading one is what was asked, so its FutureWarning says nothing to the user.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"`torch\.jit\.load` is deprecated", category=FutureWarning)
+            module = torch.jit.load(str(path), map_location="cpu").eval()
     except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError, ValueError and more for foreign files
         raise ArtifactError(f"{path} is not a TorchScript module: {str(exc).splitlines()[0][:200]}",
                             hint="save it with torch.jit.save(torch.jit.script(model) or torch.jit.trace(...))"

@@ -3,6 +3,7 @@ in from the step models' configs, and maps whose names, dtypes or shapes do not 
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -91,6 +92,14 @@ def _where(index: int, step: EnsembleStep) -> str:
     return f"step {index + 1} (model '{step.model}')"
 
 
+def _no_such(where: str, kind: str, name: str, names: list[str]) -> EnsembleError:
+    """A map key the step's model lacks, with the model's closest name (a typo is the usual cause)."""
+    close = difflib.get_close_matches(name, names, n=1)
+    guess = f" (did you mean '{close[0]}'?)" if close else ""
+    return EnsembleError(f"{where}: the model has no {kind} '{name}'{guess}", code="unknown-tensor",
+                         hint=f"its {kind}s are {', '.join(names) or 'none'}")
+
+
 def _ordered(spec: EnsembleSpec) -> list[int]:
     """Step indexes in an order where every tensor is produced before it is consumed; a cycle is an error."""
     producer = {t: i for i, s in enumerate(spec.steps) for t in s.outputs.values()}
@@ -128,10 +137,7 @@ def build_ensemble_config(spec: EnsembleSpec, configs: Mapping[str, mc.ModelConf
         for model_name, tensor in step.outputs.items():
             spec_out = sig.output(model_name)
             if spec_out is None:
-                raise EnsembleError(
-                    f"{_where(i, step)}: the model has no output '{model_name}'",
-                    code="unknown-tensor", hint=f"its outputs are {', '.join(t.name for t in sig.outputs)}",
-                )
+                raise _no_such(_where(i, step), "output", model_name, [t.name for t in sig.outputs])
             if tensor in produced:
                 raise EnsembleError(
                     f"{_where(i, step)}: tensor '{tensor}' is already produced by "
@@ -144,17 +150,19 @@ def build_ensemble_config(spec: EnsembleSpec, configs: Mapping[str, mc.ModelConf
     consumed: dict[str, tuple[int, TensorSpec]] = {}
     for i, step in enumerate(spec.steps):
         sig = signatures[i]
-        unmapped = [t.name for t in sig.inputs if t.name not in step.inputs]
+        # Unknown keys first, as Triton checks them: a misspelt key also leaves the real input unmapped, and only
+        # the key names the typo.
+        for model_name in step.inputs:
+            if sig.input(model_name) is None:
+                raise _no_such(_where(i, step), "input", model_name, [t.name for t in sig.inputs])
+        # Triton lets an ensemble leave a step's optional inputs unmapped.
+        optional = {t.name for t in configs[step.model].input if t.optional}
+        unmapped = [t.name for t in sig.inputs if t.name not in step.inputs and t.name not in optional]
         if unmapped:
             raise EnsembleError(f"{_where(i, step)}: inputs {', '.join(unmapped)} are not mapped",
                                 code="unmapped-input", hint="map every model input to an ensemble tensor")
         for model_name, tensor in step.inputs.items():
             wanted = sig.input(model_name)
-            if wanted is None:
-                raise EnsembleError(
-                    f"{_where(i, step)}: the model has no input '{model_name}'",
-                    code="unknown-tensor", hint=f"its inputs are {', '.join(t.name for t in sig.inputs)}",
-                )
             source = produced.get(tensor) or consumed.get(tensor)
             if source is not None:
                 have = source[1]

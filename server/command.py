@@ -3,6 +3,8 @@ the systemd unit's ExecStart."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import shlex
 import sys
@@ -164,7 +166,8 @@ class ServerCommand:
     prepend_env: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def relocated(self, root: Path) -> ServerCommand:
-        """The same command as it runs inside the image tree ``root`` (paths written under ``root`` lose it)."""
+        """The same command as it runs inside the image tree ``root``: every path under ``root`` loses that prefix
+        (the command line, the backend folder, the server's home, the environment, the options' files)."""
         prefix = str(Path(root).resolve()).rstrip("/")
 
         def strip(value: str) -> str:
@@ -173,9 +176,15 @@ class ServerCommand:
                 path = path[len(prefix):]
             return f"{head}{sep}{path}"
 
-        backends = str(self.backend_directory)
-        return ServerCommand(tuple(strip(a) for a in self.argv), self.options, self.install,
-                             Path(strip(backends)), self.prepend_env)
+        options = copy.copy(self.options)  # as it is: its checks looked at the files under root, where they are
+        for name in ("repository", "grpc_tls_cert", "grpc_tls_key", "grpc_tls_root_cert"):
+            value = getattr(options, name)
+            if isinstance(value, Path):
+                object.__setattr__(options, name, Path(strip(str(value))))
+        install = dataclasses.replace(self.install, home=Path(strip(str(self.install.home))))
+        environment = {name: tuple(strip(folder) for folder in folders) for name, folders in self.prepend_env.items()}
+        return ServerCommand(tuple(strip(a) for a in self.argv), options, install,
+                             Path(strip(str(self.backend_directory))), environment)
 
     def environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)

@@ -1,7 +1,9 @@
 """Run tritonserver as a child process group: start, wait for readiness, stop everything it started.
 
 The server runs in a session of its own, so its Python-backend stubs (its children) share its process group
-and stopping the group stops them too, whatever the terminal does with our own signals.
+and stopping the group stops them too, whatever the terminal does with our own signals. It gets SIGTERM when the
+process that started it dies (orinkit.server.spawn), so a SIGKILLed ``edge-serve run`` leaves no server holding
+the ports; a port that is held anyway is reported with the process holding it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from orinkit.server.errors import (
     TritonNotFoundError,
 )
 from orinkit.server.health import is_ready
-from orinkit.server.ports import port_is_free
+from orinkit.server.ports import port_holder, port_is_free
+from orinkit.server.spawn import popen_tied
 
 _PORT_IN_USE = re.compile(r"(?:Socket|address) '?([\w.:\[\]-]+:(\d+))'? (?:is )?already in use", re.I)
 _STOP_GRACE_S = 10.0
@@ -58,6 +61,22 @@ class _LogPump(threading.Thread):
                 except (OSError, ValueError):
                     self._sink = None
         self._stream.close()
+
+
+def port_in_use(message: str, port: int, option: str | None = None) -> PortInUseError:
+    """The error for a taken port, naming the process that holds it where /proc shows it (a tritonserver left
+    running by a killed parent, or one a systemd unit runs) and how to stop that one."""
+    other = f"pass --{option} with a free port" if option else "choose another port"
+    holder = port_holder(port)
+    if holder is None:
+        return PortInUseError(message, port=port, hint=f"stop what listens there or {other}")
+    what = "tritonserver" if holder.is_tritonserver else "process"
+    if holder.unit:
+        return PortInUseError(f"{message} by {what} {holder.pid} of the systemd unit {holder.unit}", port=port,
+                              hint=f"stop it with: sudo systemctl stop {holder.unit}; or {other}")
+    left = " (left running: the process that started it is gone)" if holder.orphaned else ""
+    return PortInUseError(f"{message} by {what} {holder.pid}{left}: {holder.describe()}", port=port,
+                          hint=f"stop it with: kill {holder.pid}; or {other}")
 
 
 class TritonProcess:
@@ -114,11 +133,7 @@ class TritonProcess:
                     hint="pass --address with an address of this machine (127.0.0.1, 0.0.0.0)",
                 ) from exc
             if not free:
-                raise PortInUseError(
-                    f"port {port} ({name}) on {options.address} is already in use",
-                    port=port,
-                    hint=f"stop what listens there or pass --{name} with a free port",
-                )
+                raise port_in_use(f"port {port} ({name}) on {options.address} is already in use", port, name)
 
     def start(self, *, ready_timeout_s: float = 120.0) -> TritonProcess:
         """Start the server and return once /v2/health/ready answers; raise with the log's reason otherwise."""
@@ -126,7 +141,7 @@ class TritonProcess:
             raise ServerStartError("this server was already started", hint="make a new TritonProcess")
         try:
             self._preflight()
-            self._popen = subprocess.Popen(
+            self._popen = popen_tied(
                 self.command.argv,
                 env=self.command.environment(),
                 stdin=subprocess.DEVNULL,
@@ -173,11 +188,7 @@ class TritonProcess:
         tail = self.log_tail(80)
         match = _PORT_IN_USE.search(tail)
         if match:
-            return PortInUseError(
-                f"{message}: {match.group(1)} is already in use",
-                port=int(match.group(2)),
-                hint="stop what listens there or choose another port",
-            )
+            return port_in_use(f"{message}: {match.group(1)} is already in use", int(match.group(2)))
         errors = [m.group(1) for m in map(_ERROR_LINE.match, tail.splitlines()) if m]
         causes = [e for e in errors if not any(noise in e for noise in _NOISE)]
         # Every model that failed to load has its own "failed to load" line: name them all, not the first.

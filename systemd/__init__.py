@@ -7,7 +7,7 @@
 >>> install(unit.render(), ServiceOptions(user="triton"), dry_run=True)  # doctest: +SKIP
 """
 
-from orinkit.systemd.errors import SystemctlError, SystemdError, UnitOptionError
+from orinkit.systemd.errors import NoSystemdError, SystemctlError, SystemdError, UnitOptionError
 from orinkit.systemd.installer import Change, Plan, control, install, sysusers_text, uninstall
 from orinkit.systemd.render import UnitFile
 from orinkit.systemd.ui_unit import UiOptions, render_ui_unit, ui_service
@@ -15,6 +15,7 @@ from orinkit.systemd.unit import ServiceOptions, render_unit
 
 __all__ = [
     "Change",
+    "NoSystemdError",
     "Plan",
     "ServiceOptions",
     "SystemctlError",

@@ -4,12 +4,13 @@
 
     SystemdError
     ├── UnitOptionError     an option the unit cannot be rendered with (exit 4)
-    └── SystemctlError      systemctl, journalctl or systemd-sysusers failed (exit 6)
+    ├── SystemctlError      systemctl, journalctl or systemd-sysusers failed (exit 6)
+    └── NoSystemdError      this machine was not booted with systemd: nothing to install into or control (exit 3)
 """
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_SERVER, OrinkitError
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_MISSING, EXIT_SERVER, OrinkitError
 
 
 class SystemdError(OrinkitError):
@@ -22,3 +23,7 @@ class UnitOptionError(SystemdError):
 
 class SystemctlError(SystemdError):
     pass
+
+
+class NoSystemdError(SystemdError):
+    exit_code = EXIT_MISSING

@@ -36,6 +36,8 @@ JETSON_DEVICES = (
     "/dev/nvgpu/igpu0/ctxsw", "/dev/nvgpu/igpu0/nvsched-ctrl-fifo",
 )
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]+$")
+# PrivateTmp=yes gives the service empty folders of its own at these places.
+PRIVATE_TMP = ("/tmp", "/var/tmp")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +112,7 @@ def under_home(paths) -> bool:
 
 def render_unit(command: ServerCommand, options: ServiceOptions) -> UnitFile:
     """The unit for ``command`` (built by orinkit.server.build_command) with ``options``."""
+    _check_paths(command, options)
     server = command.options
     unit = UnitFile(comments=[f"Written by orinkit for {server.repository}. Rendered again by: edge-serve install"])
     unit.extend("Unit", [
@@ -168,6 +171,32 @@ def render_unit(command: ServerCommand, options: ServiceOptions) -> UnitFile:
     for key in FORBIDDEN:
         assert not unit.values(service, key), f"{key} must never be set"
     return unit
+
+
+def _check_paths(command: ServerCommand, options: ServiceOptions) -> None:
+    """Every path the unit names is absolute (it runs in /var/lib/<name>, not where it was rendered), and none is
+    where the sandbox's PrivateTmp would hide it."""
+    server = command.options
+    paths = {"the tritonserver folder": command.install.home, "the backend folder": command.backend_directory,
+             "the Python that runs orinkit": options.python}
+    if not server.remote:
+        paths["the model repository"] = server.repository
+    for name in ("grpc_tls_cert", "grpc_tls_key", "grpc_tls_root_cert"):
+        if getattr(server, name) is not None:
+            paths[f"--{name.replace('_', '-')}"] = getattr(server, name)
+    for what, path in paths.items():
+        text = str(path)
+        if not text.startswith("/"):
+            raise UnitOptionError(f"{what} '{text}' is relative; the unit needs absolute paths",
+                                  hint="give it as an absolute path (and --root as well)")
+        hidden = next((tmp for tmp in PRIVATE_TMP if text == tmp or text.startswith(tmp + "/")), None)
+        if hidden is not None and options.hardening:
+            # Refused rather than PrivateTmp quietly dropped: /tmp is emptied at boot, so a service kept there
+            # would fail after the next reboot anyway.
+            emptied = " (and /tmp is emptied at boot)" if hidden == "/tmp" else ""
+            raise UnitOptionError(f"{what} {text} is under {hidden}, which the unit's PrivateTmp=yes replaces with "
+                                  f"an empty folder of its own{emptied}",
+                                  hint=f"move it out of {hidden} (e.g. to /opt), or install with --no-hardening")
 
 
 def _harden(unit: UnitFile, command: ServerCommand, options: ServiceOptions) -> None:

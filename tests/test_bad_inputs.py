@@ -67,6 +67,11 @@ CASES = [
     ("edge-convert", ["{good}", "--dla-core", "0"], 4, "the TensorRT engine"),
     ("edge-convert", ["--torch", "no_such_module:build", "--input", "x:1x3"], 4, "cannot load no_such_module"),
     ("edge-convert", ["--verify-engine", "{missing}"], 4, "does not exist"),
+    ("edge-convert", ["{good}", "--repo", "modles", "--name", "tiny"], 4, "pass --create"),
+    ("edge-convert", ["{good}", "--create"], 4, "--create applies to --repo only"),
+    ("edge-convert", ["{good}", "--repo", "{repo}", "--name", "my model"], 4, "cannot be a folder Triton loads"),
+    ("edge-convert", ["{good}", "--keep-fp32", "/fc/Gem"], 4, "did you mean /fc/Gemm?"),
+    ("edge-convert", ["{good}", "--metric", "topk:5@logitz"], 4, "did you mean output?"),
     # edge-repo add
     ("edge-repo", ["add", "{missing}", "--repo", "{repo}"], 4, "does not exist"),
     ("edge-repo", ["add", "{truncated}", "--repo", "{repo}", "--name", "t"], 4, "is not a readable ONNX model"),

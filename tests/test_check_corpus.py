@@ -1,6 +1,7 @@
 """edge-repo check against the real tritonserver, over a corpus of hand-written repositories
 (tests/data/check_corpus/<case>/, verdicts in cases.json): for every model, check has no error finding exactly
-when the server loads it READY, and both reach the verdict the manifest records.
+when the server loads it READY, and both reach the verdict the manifest records (and, where the manifest says so,
+name the cause: "check_says", "server_says").
 
 One server (explicit model control) serves all cases at once, so model names are unique across cases; each model is
 loaded through the repository API and its answer recorded.
@@ -39,6 +40,11 @@ LOAD_TIMEOUT_S = 120
 
 def _models(case: str) -> dict[str, str]:
     return {name: verdict for name, verdict in CASES[case].items() if verdict in VERDICTS}
+
+
+def _for_model(says, name: str) -> str | None:
+    """A manifest's "server_says" or "check_says": one text for every model of the case, or one per model."""
+    return says.get(name) if isinstance(says, dict) else says
 
 
 def _copy_case(case: str, into: Path) -> Path:
@@ -97,10 +103,14 @@ def test_check_and_the_server_agree(case, server_verdicts, server_setup, tmp_pat
         assert (checked, served) == (expected, expected), (
             f"case {case}, model {name}: check says {checked} {errors}, the server says {served} {message!r}, "
             f"the manifest says {expected}")
-        says = CASES[case].get("server_says")
+        says = _for_model(CASES[case].get("server_says"), name)
         if says:
             assert says in message, message
+        if says and "unable to find backend library" in says:
             assert any("backend-missing" in f.code for f in findings if f.model == name), findings
+        wanted = _for_model(CASES[case].get("check_says"), name)
+        if wanted:
+            assert any(wanted in e for e in errors), errors
 
 
 def test_the_decoupled_model_streams(server, server_verdicts):

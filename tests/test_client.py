@@ -215,7 +215,7 @@ def test_channel_options_merge_over_the_large_message_defaults():
     assert merged["grpc.keepalive_time_ms"] == 10000
     assert dict(merged_channel_options([("grpc.max_receive_message_length", 1 << 20)]))[
         "grpc.max_receive_message_length"] == 1 << 20
-    assert dict(DEFAULT_CHANNEL_OPTIONS)["grpc.max_reconnect_backoff_ms"] == 1000  # a restarted server is seen soon
+    assert dict(DEFAULT_CHANNEL_OPTIONS)["grpc.max_reconnect_backoff_ms"] == 250  # a restarted server is seen soon
 
 
 def test_compression_and_bad_options(url):

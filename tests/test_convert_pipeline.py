@@ -78,7 +78,7 @@ def test_overflowing_model_keeps_its_node_in_fp32_and_reports_it(tmp_path):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["keep_fp32"] == ["/Mul_1"] and report["gate"]["passed"]
     assert report["gate"]["first"]["outputs"][0]["max_abs"] == "inf"
-    assert report["options"]["criterion"]["kind"] == "range"
+    assert report["options"]["criterion"]["kind"] == "auto"
     assert report["engine_built"] is False and "engine is built on the device" in report["notes"][0]
 
 
@@ -137,7 +137,7 @@ def test_cli_converts_and_places_into_a_repository(tmp_path, tiny_onnx):
     runner = CliRunner()
     out, repo = tmp_path / "tiny.edge", tmp_path / "models"
     result = runner.invoke(main, [str(tiny_onnx), "--shapes", "input:2x3x32x32", "-o", str(out), "--repo",
-                                  str(repo), "--name", "tiny", "--json"])
+                                  str(repo), "--create", "--name", "tiny", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[result.output.index("{"):])
     assert report["gate"]["passed"] and report["keep_fp32"] == []

@@ -72,5 +72,5 @@ def test_dynamic_axes_beyond_the_batch_need_shapes_and_the_hint_shows_letters():
 
 def test_input_ranges():
     assert parse_ranges("input:0,1;mask:-1,1") == {"input": (0.0, 1.0), "mask": (-1.0, 1.0)}
-    with pytest.raises(ShapeSpecError, match="LOW < HIGH"):
+    with pytest.raises(ShapeSpecError, match="LOW <= HIGH"):
         parse_ranges("input:1,0")

@@ -4,6 +4,7 @@ going away and coming back; the idle cost in requests."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -16,6 +17,7 @@ from orinkit.fleet.errors import UnknownVersionError
 from orinkit.fleet.layout import MANIFEST, DesiredState, ring_key
 from orinkit.fleet.push import GateFile, push_repository
 from orinkit.fleet.rings import write_desired_state
+from orinkit.fleet.server_text import one_line
 from orinkit.fleet.shadow import build_shadow, shadow_name
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository
@@ -410,3 +412,240 @@ def test_the_staging_folder_is_beside_the_repository_and_private(bucket, device)
     agent = make_agent(bucket, device)
     assert agent.store.root.parent == repository.parent and agent.store.root.name == ".models.fleet"
     assert (agent.store.root.stat().st_mode & 0o777) == 0o700
+
+
+# -- what the agent says: outages in its log and report, server messages in one line -----------------------------
+
+def wait_for(predicate, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not seen in {timeout_s:g} s: {what}")
+        time.sleep(0.05)
+
+
+def outages_counted(bucket, device: str, what: str = "bucket") -> int:
+    report = read_report(bucket, device)
+    return 0 if report is None else int((report.outages.get(what) or {}).get("count") or 0)
+
+
+def polls_failed(line: str) -> int:
+    return int(re.search(r"\((\d+) polls? failed\)", line)[1])
+
+
+def test_a_bucket_outage_is_told_when_it_starts_while_it_lasts_and_when_it_ends(source, bucket, device):
+    from moto.server import ThreadedMotoServer
+
+    from orinkit.fleet.bucket import Bucket
+
+    _, url = device
+    push(source, bucket, 1)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    store.start()  # a second endpoint onto the same in-process data: stopping it takes the bucket away
+    lines: list[str] = []
+    flaky = Bucket(str(bucket.url), endpoint_url=endpoint, timeout_s=1.0, retries=0)
+    agent = make_agent(flaky, device, interval_s=0.05, max_backoff_s=0.2, outage_remind_every_s=0.5,
+                       progress=lines.append)
+    try:
+        poll_until(agent, ready(1))
+    finally:
+        store.stop()
+    stop = threading.Event()
+    thread = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: sum("still does not answer" in line for line in lines) >= 2, "two reminders")
+        np.testing.assert_array_equal(infer(url), X)  # serving from disk all along
+        store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        store.start()
+        wait_for(lambda: any("answers again" in line for line in lines), "the recovery")
+        wait_for(lambda: outages_counted(bucket, "orin-1") == 1, "a report counting the outage")
+    finally:
+        stop.set()
+        thread.join(30)
+        store.stop()
+    told = [line for line in lines if f"the bucket {bucket.url} at {endpoint}" in line]
+    first, reminders, back = told[0], told[1:-1], told[-1]
+    print("\n" + "\n".join(told[:3] + ["..."] + told[-1:]))
+    assert "does not answer: no answer from" in first and "still" not in first
+    assert "keeps serving what is on disk; acting on ring canary generation 1" in first
+    assert "retrying in" in first and "backing off to at most 0.2 s" in first
+    assert reminders and all("still does not answer after" in line and "next try in" in line for line in reminders)
+    counts = [polls_failed(line) for line in reminders]
+    assert counts == sorted(set(counts)) and counts[0] > 1, "each reminder counts the polls failed so far"
+    assert "answers again after" in back and polls_failed(back) >= counts[-1]
+    assert all("\n" not in line for line in lines)
+    outage = read_report(bucket, "orin-1").outages
+    assert outage["bucket"]["count"] == 1 and outage["bucket"]["last_failed_polls"] == polls_failed(back)
+    assert outage["bucket"]["last_s"] > 0 and outage["bucket"]["ongoing_s"] is None
+    assert outage["server"]["count"] == 0
+
+
+def test_the_agent_service_logs_a_bucket_outage_and_its_end_on_stderr(source, bucket, device, s3_env):
+    """`edge-fleet agent` as systemd runs it: what it writes to stderr is the journal."""
+    import subprocess
+    import sys
+
+    from moto.server import ThreadedMotoServer
+
+    repository, url = device
+    push(source, bucket, 1)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    port = free_port()
+    store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    store.start()
+    command = [sys.executable, "-m", "orinkit.cli.fleet", "agent", "--ring", "canary", "--bucket", str(bucket.url),
+               "--endpoint-url", f"http://127.0.0.1:{port}", "--repository", str(repository), "--server", url,
+               "--device", "orin-cli", "--interval", "0.2", "--max-backoff", "1", "--gate-requests", "2"]
+    agent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(agent.stderr), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: any("READY" in line for line in lines), "version 1 READY")
+        store.stop()
+        wait_for(lambda: any("does not answer" in line for line in lines), "the outage's first line")
+        store = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        store.start()
+        wait_for(lambda: any("answers again" in line for line in lines), "the recovery")
+        wait_for(lambda: outages_counted(bucket, "orin-cli") == 1, "a report counting the outage")
+    finally:
+        agent.terminate()
+        agent.wait(30)
+        reader.join(10)
+        store.stop()
+    told = [line.rstrip("\n") for line in lines if "the bucket" in line]
+    print("\n" + "\n".join(told))
+    assert len(told) == 2, "one line when it starts, one when it ends (reminders: once a minute by default)"
+    assert f"no answer from http://127.0.0.1:{port}" in told[0] and "retrying in" in told[0]
+    assert "answers again after" in told[1] and polls_failed(told[1]) >= 1
+
+
+def test_outages_are_reminded_at_most_once_a_minute_by_default():
+    from orinkit.fleet.outage import Outage
+
+    now, lines = [0.0], []
+    outage = Outage("the bucket s3://b/p at http://store:9000", lines.append, backoff_to_s=600.0,
+                    clock=lambda: now[0])
+    for second in range(0, 300, 5):  # a failed poll every 5 s for five minutes
+        now[0] = float(second)
+        outage.failed("no answer from http://store:9000 for s3://b", 5.0, "serving what is on disk")
+    assert len(lines) == 5, "the first line, then one a minute (at 1, 2, 3 and 4 minutes)"
+    assert lines[0] == ("the bucket s3://b/p at http://store:9000 does not answer: no answer from http://store:9000 "
+                        "for s3://b; serving what is on disk; retrying in 5.0 s, backing off to at most 10 min "
+                        "between tries")
+    assert lines[1].startswith("the bucket s3://b/p at http://store:9000 still does not answer after 1 min (13 polls "
+                               "failed)")
+    assert outage.as_report()["ongoing_s"] == 295.0 and outage.count == 0
+    now[0] = 301.0
+    outage.answered()
+    assert lines[-1] == "the bucket s3://b/p at http://store:9000 answers again after 5 min 1 s (60 polls failed)"
+    assert outage.as_report() == {"count": 1, "last_s": 301.0, "last_failed_polls": 60, "ongoing_s": None}
+    outage.answered()
+    assert len(lines) == 6, "nothing more while it answers"
+
+
+def test_a_server_outage_is_told_counted_and_the_model_loaded_again_after_it(source, bucket, tmp_path):
+    from orinkit.server.process import TritonProcess
+
+    repository = tmp_path / "device" / "models"
+    repository.mkdir(parents=True)
+    server = start_on_free_ports(repository, tmp_path / "server.log", model_control_mode="explicit")
+    url = server.command.grpc_url
+    lines: list[str] = []
+    try:
+        push(source, bucket, 1)
+        write_desired_state(bucket, "canary", {MODEL: 1})
+        agent = make_agent(bucket, (repository, url), progress=lines.append)
+        poll_until(agent, ready(1))
+        server.stop()
+        results = [agent.poll_once() for _ in range(agent.heartbeat_every)]  # a heartbeat report among them
+        assert all(r.errors and r.errors[0].startswith("server: ") for r in results)
+        during = read_report(bucket, "orin-1")
+        assert during.outages["server"]["ongoing_s"] is not None and during.outages["server"]["count"] == 0
+        server = TritonProcess(server.command, log=tmp_path / "server.log").start()  # same ports, nothing loaded
+        poll_until(agent, ready(1))
+        np.testing.assert_array_equal(infer(url), X)
+    finally:
+        server.stop()
+    told = [line for line in lines if f"the server at {url}" in line]
+    print("\n" + "\n".join(told))
+    assert len(told) == 2 and "does not answer" in told[0] and "neither checked nor changed" in told[0]
+    assert "answers again after" in told[1] and polls_failed(told[1]) == agent.heartbeat_every
+    after = read_report(bucket, "orin-1").outages["server"]
+    assert after["count"] == 1 and after["last_failed_polls"] == agent.heartbeat_every and after["ongoing_s"] is None
+
+
+# A model.py as Triton's own examples write theirs; version 7's initialize raises from a helper (the config lacks
+# the parameter it reads), version 8 loads and its execute raises.
+THIRD_PARTY_PY = '''import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.model_config = json.loads(args["model_config"])
+        self.factor = {factor}
+
+    def read_factor(self):
+        parameters = self.model_config.get("parameters", {{}})
+        if "factor" not in parameters:
+            raise ValueError("the config has no parameter 'factor'")
+        return float(parameters["factor"]["string_value"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            if {fail_execute}:
+                raise ValueError("X must be positive")
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * self.factor).astype(np.float32))]))
+        return responses
+'''
+
+
+def test_a_version_whose_initialize_raises_is_reported_in_one_line_cause_first(source, bucket, device, tmp_path):
+    import shutil
+
+    repository, url = device
+    release = tmp_path / "release"
+    shutil.copytree(source, release)
+    for version, spec in {7: dict(factor="self.read_factor()", fail_execute=False),
+                          8: dict(factor="8.0", fail_execute=True)}.items():
+        (release / MODEL / str(version)).mkdir()
+        (release / MODEL / str(version) / "model.py").write_text(THIRD_PARTY_PY.format(**spec))
+    push(release, bucket, 1)
+    golden = tmp_path / "golden.npz"
+    np.savez(golden, **{"input:X": X, "output:Y": X * 8.0})
+    push_repository(release, bucket, models=[MODEL], versions=[7, 8], gates={MODEL: GateFile(golden)},
+                    unproven=True, progress=lambda line: None)
+    write_desired_state(bucket, "canary", {MODEL: 1})
+    lines: list[str] = []
+    agent = make_agent(bucket, device, progress=lines.append)
+    poll_until(agent, ready(1))
+
+    write_desired_state(bucket, "canary", {MODEL: 7})
+    loaded = agent.poll_once().models[MODEL]
+    print(f"\n{loaded.reason}")
+    assert (loaded.state, loaded.version) == ("FAILED", 1)
+    assert loaded.reason.startswith("version 7 did not load: ValueError: the config has no parameter 'factor' "
+                                    "(raised in read_factor at model.py:"), loaded.reason
+    assert "\n" not in loaded.reason and "At:" not in loaded.reason and "fleet-gate" not in loaded.reason
+    assert one_line(loaded.reason) == loaded.reason, "a line made once is not made again"
+    assert read_report(bucket, "orin-1").models[MODEL].reason == loaded.reason
+    assert f"{MODEL}: {loaded.reason}" in lines
+
+    write_desired_state(bucket, "canary", {MODEL: 8})
+    answered = agent.poll_once().models[MODEL]
+    print(answered.reason)
+    assert (answered.state, answered.gate) == ("FAILED", "failed")
+    assert answered.reason.startswith("version 8 failed its gate: the golden request failed: ValueError: X must be "
+                                      "positive (raised in execute at model.py:"), answered.reason
+    assert "\n" not in answered.reason and "At:" not in answered.reason and "fleet-gate" not in answered.reason
+    assert all("\n" not in line and "At:" not in line for line in lines)
+    np.testing.assert_array_equal(infer(url), X)

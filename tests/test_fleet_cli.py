@@ -96,3 +96,34 @@ def test_the_agent_help_names_its_options():
     for option in ("--ring", "--bucket", "--endpoint-url", "--repository", "--server", "--device", "--interval",
                    "--once", "--state-dir"):
         assert option in result.output
+
+
+def test_the_agent_once_with_no_server_names_nothing_none(pushed, tmp_path, s3_env):
+    """The ring wants a version the device has never had and its server does not answer: words, not None."""
+    repository = tmp_path / "device"
+    repository.mkdir()
+    result = CliRunner().invoke(edge_fleet, ["agent", "--once", "--ring", "canary", "--bucket", str(pushed.url),
+                                             "--repository", str(repository), "--server", "127.0.0.1:9",
+                                             "--device", "orin-z"])
+    assert result.exit_code == 6, result.output
+    assert "scale: PENDING, nothing serving - version 1 not acted on yet" in result.output, result.output
+    assert "! server: " in result.output and "127.0.0.1:9" in result.output
+    assert "None" not in result.output and "does not answer" not in result.output, "--once shows its errors itself"
+
+
+def test_status_shows_a_device_serving_nothing_and_its_outages(pushed):
+    _report(pushed, "orin-a", "canary", 2, None, state="PENDING", gate=None, reason="version 1 not acted on yet")
+    report = DeviceReport("orin-b", "canary", 2, {"scale": ModelReport(1, "READY", "passed")}, time.time(), {},
+                          outages={"bucket": {"count": 2, "last_s": 200.0, "last_failed_polls": 12, "ongoing_s": None},
+                                   "server": {"count": 0, "last_s": None, "last_failed_polls": 0, "ongoing_s": 75.0}})
+    pushed.write(report_key("orin-b"), report.to_json())
+    result = CliRunner().invoke(edge_fleet, ["status", "--bucket", str(pushed.url)])
+    assert result.exit_code == 0, result.output
+    a = next(line for line in result.output.splitlines() if line.startswith("orin-a"))
+    assert "None" not in result.output and re.search(r"scale\s+-\s+PENDING\s+-", a), a
+    lines = result.output.splitlines()
+    assert "orin-b: 2 bucket outages since its agent started, the last 3 min 20 s (12 polls failed)" in lines
+    assert "orin-b: its server had not answered for 1 min 15 s when it reported" in lines
+    data = json.loads(CliRunner().invoke(edge_fleet, ["status", "--bucket", str(pushed.url), "--json"]).output)
+    assert data["devices"][1]["outages"]["bucket"] == {"count": 2, "last_s": 200.0, "last_failed_polls": 12,
+                                                       "ongoing_s": None}

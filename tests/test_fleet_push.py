@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -185,3 +186,74 @@ def test_desired_state_write_is_a_compare_and_swap(repository, bucket, monkeypat
         patched.setattr(rings, "read_desired_state", lambda b, r: stale)
         write_desired_state(bucket, "prod", {"other": 1})
     assert read_desired_state(bucket, "prod")[0].models == {"add_sub": 2}
+
+
+LITTER = ["1/__pycache__/model.cpython-311.pyc", "1/helpers/__pycache__/util.cpython-311.pyc", "1/.DS_Store",
+          "1/.model.py.swp", "1/model.py~", "__pycache__/labels.cpython-311.pyc"]
+
+
+def test_build_and_editor_litter_stays_out_of_a_pushed_version(repository, bucket):
+    model = repository / "add_sub"
+    (model / "1" / "helpers").mkdir()
+    (model / "1" / "helpers" / "util.py").write_text("X = 1\n")
+    for relative in LITTER:
+        (model / relative).parent.mkdir(parents=True, exist_ok=True)
+        (model / relative).write_bytes(b"\x00litter of " + relative.encode())
+    lines = []
+    (manifest,) = push_repository(repository, bucket, models=["add_sub"], versions=[1], progress=lines.append)
+    assert {f.path for f in manifest.files} == {"model/config.pbtxt", "model/labels.txt", "version/model.py",
+                                                "version/helpers/util.py"}
+    assert sorted(bucket.keys("models/add_sub/1")) == sorted(
+        f"models/add_sub/1/{p}" for p in ("model/config.pbtxt", "model/labels.txt", "version/model.py",
+                                          "version/helpers/util.py", MANIFEST))
+    assert any("leaving out 6 build or editor file(s)" in line for line in lines), lines
+
+
+def test_a_version_pushed_before_and_after_triton_compiled_its_model_py_is_the_same(repository, bucket, tmp_path):
+    """Triton's Python backend writes __pycache__ into the version folder at the first load: the version pushed
+    before that load and after it is one version (the second push is a no-op, not a refusal)."""
+    from orinkit.repo.server_api import RepositoryAPI
+    from orinkit.server.testing import start_on_free_ports
+
+    version = repository / "add_sub" / "2"  # the newest: the one Triton loads
+    assert not (version / "__pycache__").exists()
+    push = dict(models=["add_sub"], versions=[2], unproven=True)
+    (before,) = push_repository(repository, bucket, **push, progress=lambda _: None)
+    server = start_on_free_ports(repository, tmp_path / "server.log", model_control_mode="explicit")
+    try:
+        with RepositoryAPI(server.command.grpc_url) as api:
+            api.load("add_sub", 120)
+    finally:
+        server.stop()
+    assert list((version / "__pycache__").glob("model.*.pyc")), "the server compiled model.py beside it"
+    lines, requests = [], bucket.requests
+    (after,) = push_repository(repository, bucket, **push, progress=lines.append)
+    assert after == before and bucket.requests - requests == 1, "one read of the manifest, nothing written"
+    assert any("in the bucket already, with the same files" in line for line in lines)
+
+    # The other way round, into a second bucket: pushed with __pycache__ present first, then without it.
+    from fleet_fixtures import create_bucket
+
+    from orinkit.fleet.bucket import Bucket
+
+    other = Bucket(f"s3://{create_bucket(bucket.endpoint)}/fleet", timeout_s=5.0)
+    (first,) = push_repository(repository, other, **push, progress=lambda _: None)
+    shutil.rmtree(version / "__pycache__")
+    (second,) = push_repository(repository, other, **push, progress=lambda _: None)
+    assert first == second and first.files == before.files
+
+
+def test_a_version_pushed_with_its_litter_by_an_older_push_is_still_the_same_version(repository, bucket,
+                                                                                     monkeypatch):
+    import orinkit.fleet.push as push_module
+
+    pyc = repository / "add_sub" / "1" / "__pycache__" / "model.cpython-311.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"\x00compiled")
+    with monkeypatch.context() as older:  # as orinkit pushed before it left litter out
+        older.setattr(push_module, "is_litter", lambda path: False)
+        (old,) = push_repository(repository, bucket, models=["add_sub"], versions=[1], progress=lambda _: None)
+    assert "version/__pycache__/model.cpython-311.pyc" in {f.path for f in old.files}
+    pyc.unlink()
+    (again,) = push_repository(repository, bucket, models=["add_sub"], versions=[1], progress=lambda _: None)
+    assert again == old, "a no-op: the version in the bucket is never rewritten"

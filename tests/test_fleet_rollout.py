@@ -48,7 +48,7 @@ def fleet(moto_server, tmp_path_factory):
     root = tmp_path_factory.mktemp("fleet")
     name = create_bucket(moto_server)
     bucket = _bucket(moto_server, name)
-    push(build_source(root), bucket, 1, 2, 4, 5)
+    push(build_source(root), bucket, 1, 2, 3, 4, 5)
     for ring in RINGS:
         write_desired_state(bucket, ring, {MODEL: 1}, note="setup")
     stop, servers, threads, urls = threading.Event(), [], [], {}
@@ -165,3 +165,24 @@ def test_the_cli_rolls_back_with_exit_6_and_shows_the_fleet(at_version_1):
     as_json = json.loads(CliRunner().invoke(edge_fleet, ["status", "--json", *common], env=env).output)
     assert {d["device"] for d in as_json["devices"]} == set(RINGS.values())
     assert as_json["rings"]["canary"]["note"].startswith("rollback of bad")
+
+
+def test_a_version_whose_initialize_raises_is_rolled_back_with_a_one_line_note(at_version_1):
+    """The canary's ring named no version of the model before: the put-back says so in words, and the note and
+    the log carry the model's exception on one line, not its stack."""
+    bucket, urls, _, _ = at_version_1
+    write_desired_state(bucket, "canary", {}, note="the canary serves what it has")
+    lines = []
+    with pytest.raises(RolloutError) as info:
+        rollout(bucket, MODEL, 3, ["canary", "wave1"], name="init-raises", **{**FAST, "progress": lines.append})
+    canary = read_desired_state(bucket, "canary")[0]
+    print("\n" + "\n".join(lines) + f"\nnote: {canary.note}")
+    assert dict(canary.models) == {}
+    expected = ("rollback of init-raises: orin-a version 3 did not load: RuntimeError: version 3 cannot start: its "
+                "weights file is corrupt (raised in initialize at model.py:")
+    assert canary.note.startswith(expected), canary.note
+    assert "\n" not in canary.note and "At:" not in canary.note
+    assert "\n" not in str(info.value) and "RuntimeError: version 3 cannot start" in str(info.value)
+    assert any("goes back to no managed version of scale" in line for line in lines), lines
+    assert all("None" not in line and "\n" not in line for line in lines), lines
+    np.testing.assert_array_equal(infer(urls["orin-a"]), X)

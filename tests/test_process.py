@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import DATA
@@ -21,7 +27,8 @@ from orinkit.server import (
     live_group_members,
     locate_tritonserver,
 )
-from orinkit.server.ports import free_ports
+from orinkit.server.health import is_ready
+from orinkit.server.ports import free_ports, port_is_free
 
 
 def _command(repository, **options):
@@ -91,6 +98,7 @@ def test_a_port_in_use_is_named_before_starting(tmp_path):
     server, error = _start_with_grpc_port_taken(command, tmp_path / "log")
     assert error.port == command.options.grpc_port
     assert "--grpc-port" in str(error)
+    assert f"in use by process {os.getpid()}: " in str(error), "the holder, read from /proc"
     assert error.exit_code == 5
     assert server.pid is None, "nothing was started"
 
@@ -113,3 +121,87 @@ def test_a_server_that_dies_is_reported(tmp_path):
         with pytest.raises(ServerExitedError, match="exited with code -9"):
             server.raise_if_exited()
     assert live_group_members(server.pid) == []
+
+
+EDGE_SERVE = str(Path(sys.executable).parent / "edge-serve")
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie nobody reaped yet (it holds no port)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _wait_until(condition, timeout_s: float = 90.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def test_a_sigkilled_edge_serve_run_takes_its_server_with_it(tmp_path):
+    repository = shutil.copytree(DATA / "repository", tmp_path / "models")  # a start records what loaded there
+    ports = free_ports(3)
+    run = subprocess.Popen([EDGE_SERVE, "run", str(repository), "--http-port", str(ports[0]), "--grpc-port",
+                            str(ports[1]), "--metrics-port", str(ports[2]), "--log-file", str(tmp_path / "log")],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    server = None
+    try:
+        ready = run.stdout.readline()
+        server = int(re.search(r"ready \(pid (\d+);", ready)[1])
+        assert _stub_pids(server), "the Python stubs run beside it"
+        run.kill()  # no handler runs: only the kernel can stop the server now
+        run.wait(timeout=30)
+        assert _wait_until(lambda: _gone(server)), "the server outlived the edge-serve that started it"
+        assert _wait_until(lambda: not live_group_members(server)), "its stubs outlived it"
+        assert all(port_is_free("127.0.0.1", port) for port in ports)
+    finally:
+        run.kill()
+        if server is not None and live_group_members(server):
+            os.killpg(server, signal.SIGKILL)
+
+
+def test_a_server_started_from_a_thread_outlives_the_thread(tmp_path):
+    # The parent-death signal follows the thread that forked: a thread that ends must not take the server along.
+    started = []
+    thread = threading.Thread(target=lambda: started.append(
+        TritonProcess(_command(DATA / "repository"), log=tmp_path / "log").start()))
+    thread.start()
+    thread.join()
+    server = started[0]
+    try:
+        time.sleep(1.0)  # the signal would be immediate; give it a moment to arrive anyway
+        assert server.returncode is None and is_ready(server.command.http_url)
+    finally:
+        server.stop()
+    assert live_group_members(server.pid) == []
+
+
+def test_a_port_held_by_an_orphaned_server_names_it_and_how_to_stop_it(tmp_path):
+    command = _command(DATA / "repository")
+    # Started the way a killed parent leaves one: by a shell that exits at once, so init adopts the server.
+    shell = subprocess.run(["sh", "-c", f"setsid {shlex.join(command.argv)} >{tmp_path / 'orphan.log'} 2>&1 & echo $!"],
+                           env=command.environment(), capture_output=True, text=True, timeout=30)
+    orphan = int(shell.stdout)
+    try:
+        assert _wait_until(lambda: is_ready(command.http_url) or _gone(orphan)) and not _gone(orphan), (
+            tmp_path / "orphan.log").read_text()[-2000:]
+        o = command.options
+        result = subprocess.run([EDGE_SERVE, "run", str(DATA / "repository"), "--http-port", str(o.http_port),
+                                 "--grpc-port", str(o.grpc_port), "--metrics-port", str(o.metrics_port)],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 5, result.stderr
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1 and "Traceback" not in line
+        assert f"port {o.http_port} (http-port) on 127.0.0.1 is already in use by tritonserver {orphan}" in line
+        assert f"--model-repository={DATA / 'repository'}" in line, "its command line, read from /proc"
+        assert f"stop it with: kill {orphan}; or pass --http-port with a free port" in line
+        if Path(f"/proc/{orphan}/stat").read_text().rsplit(")", 1)[1].split()[1] == "1":
+            assert "left running: the process that started it is gone" in line
+    finally:
+        os.killpg(orphan, signal.SIGTERM)
+        assert _wait_until(lambda: not live_group_members(orphan))

@@ -135,6 +135,25 @@ def test_torchscript_inputs_declared_outputs_found_by_running_it(tmp_path):
     assert (tmp_path / "models" / "affine" / "1" / "model.pt").is_file()
 
 
+def test_adding_a_torchscript_file_prints_no_torch_warning(tmp_path):
+    import warnings
+
+    path = tmp_path / "affine.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # saving is the user's own torch call, not orinkit's
+        torch.jit.save(torch.jit.trace(Affine(3.0), torch.zeros(1, 4)), str(path))
+    with warnings.catch_warnings(record=True) as shown:
+        # Python's own defaults, as edge-repo run from a shell shows warnings (pytest's capture would hide them).
+        warnings.resetwarnings()
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", hidden)
+        result = CliRunner().invoke(main, ["add", str(path), "--repo", str(tmp_path / "models"), "--create",
+                                           "--input", "input__0:FP32:4", "--max-batch-size", "4"])
+    assert result.exit_code == 0, result.output
+    assert "Warning" not in result.output
+    assert [f"{w.category.__name__}: {w.message}" for w in shown] == []
+
+
 def test_python_model_with_declared_io_and_a_packed_environment(tmp_path):
     placed = add_model(
         tmp_path / "models", DATA / "repository" / "add_sub" / "1" / "model.py", name="add_sub",

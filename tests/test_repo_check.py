@@ -158,3 +158,71 @@ def test_cli_check_exit_codes_and_json(repo):
     rows = json.loads(as_json.output[: as_json.output.rindex("]") + 1])
     assert {r["code"] for r in rows} == {"model-file-missing", "non-numeric-version"}
     assert set(rows[0]) == {"severity", "code", "model", "file", "problem", "fix"}
+
+
+# A hand-written ensemble whose map key is misspelt, as a user types it into config.pbtxt.
+STEP_CONFIG = """name: "flatten"
+backend: "python"
+max_batch_size: 8
+input [ { name: "flatten_input", data_type: TYPE_FP32, dims: [ 2, 2 ] },
+        { name: "scale", data_type: TYPE_FP32, dims: [ 1 ], optional: true } ]
+output [ { name: "flatten_output", data_type: TYPE_FP32, dims: [ 4 ] } ]
+"""
+STEP_MODEL = """import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("flatten_output", pb_utils.get_input_tensor_by_name(
+            r, "flatten_input").as_numpy().reshape(-1, 4))]) for r in requests]
+"""
+PIPELINE = """name: "pipeline"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IMAGE", data_type: TYPE_FP32, dims: [ 2, 2 ] } ]
+output [ { name: "FLAT", data_type: TYPE_FP32, dims: [ 4 ] } ]
+ensemble_scheduling {
+  step [ { model_name: "flatten", model_version: -1,
+           input_map { key: "%s" value: "IMAGE" }, output_map { key: "%s" value: "FLAT" } } ]
+}
+"""
+
+
+def _typed_ensemble(tmp_path, input_key="flatten_input", output_key="flatten_output"):
+    repository = tmp_path / "models"
+    (repository / "flatten" / "1").mkdir(parents=True)
+    (repository / "pipeline" / "1").mkdir(parents=True)
+    (repository / "flatten" / "config.pbtxt").write_text(STEP_CONFIG)
+    (repository / "flatten" / "1" / "model.py").write_text(STEP_MODEL)
+    (repository / "pipeline" / "config.pbtxt").write_text(PIPELINE % (input_key, output_key))
+    return repository
+
+
+@pytest.mark.parametrize("keys, named, meant", [
+    (("flatten_inputs", "flatten_output"), "no input 'flatten_inputs'", "did you mean 'flatten_input'?"),
+    (("flatten_input", "flatten_outputs"), "no output 'flatten_outputs'", "did you mean 'flatten_output'?"),
+])
+def test_a_misspelt_ensemble_map_key_is_named_with_the_closest_real_name(tmp_path, keys, named, meant):
+    repository = _typed_ensemble(tmp_path, *keys)
+    findings = check_repository(repository)
+    assert [(f.severity, f.code, f.model) for f in findings] == [("error", "ensemble-unknown-tensor", "pipeline")]
+    assert named in findings[0].problem and meant in findings[0].problem, findings[0]
+    assert "not mapped" not in findings[0].problem
+    result = CliRunner().invoke(main, ["check", str(repository)])
+    assert result.exit_code == 4 and named in result.output and meant in result.output, result.output
+
+
+def test_a_map_key_like_no_real_name_lists_the_real_ones(tmp_path):
+    findings = check_repository(_typed_ensemble(tmp_path, "pixels"))
+    assert [f.code for f in findings] == ["ensemble-unknown-tensor"]
+    assert "no input 'pixels'" in findings[0].problem and "did you mean" not in findings[0].problem
+    assert "flatten_input, scale" in findings[0].fix
+
+
+def test_a_steps_optional_input_may_stay_unmapped(tmp_path):
+    # Triton allows it (the corpus case ensemble_optional_input proves it on the server); a required one may not.
+    repository = _typed_ensemble(tmp_path)
+    assert check_repository(repository) == []
+    (repository / "flatten" / "config.pbtxt").write_text(STEP_CONFIG.replace(", optional: true", ""))
+    findings = check_repository(repository)
+    assert [f.code for f in findings] == ["ensemble-unmapped-input"] and "scale" in findings[0].problem

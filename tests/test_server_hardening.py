@@ -196,8 +196,8 @@ def test_an_image_bomb_is_refused_before_decoding_and_memory_stays_put(tmp_path)
 
 def test_a_unit_for_the_bundled_server_keeps_its_backends_where_its_user_reads_them(tmp_path):
     root = tmp_path / "image"
-    repo = shutil.copytree(DATA / "repository", tmp_path / "models")
-    result = subprocess.run([EDGE_SERVE, "install", "--repository", str(repo), "--root", str(root)],
+    shutil.copytree(DATA / "repository", root / "opt/models")
+    result = subprocess.run([EDGE_SERVE, "install", "--repository", "/opt/models", "--root", str(root)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     unit = (root / "etc/systemd/system/tritonserver.service").read_text()
@@ -212,15 +212,21 @@ def test_a_tls_unit_passes_systemd_analyze_and_stays_hardened(tmp_path, certific
     from orinkit.server import ServerOptions, build_command, locate_tritonserver
     from orinkit.systemd.unit import ServiceOptions, render_unit
 
+    # The files as staged in an image at /etc/orinkit (under /tmp, where tmp_path is, PrivateTmp would hide them).
+    root = tmp_path / "image"
+    (root / "etc/orinkit").mkdir(parents=True)
+    staged = {name: shutil.copy(certificates[name], root / "etc/orinkit" / f"{name}.pem")
+              for name in ("cert", "key", "ca")}
     http, grpc, metrics = free_ports(3)
     command = build_command(locate_tritonserver(), ServerOptions(
         repository=DATA / "repository", http_port=http, grpc_port=grpc, metrics_port=metrics,
-        model_control_mode="explicit", grpc_tls_cert=certificates["cert"], grpc_tls_key=certificates["key"],
-        grpc_tls_root_cert=certificates["ca"], grpc_tls_verify_client=True))
+        model_control_mode="explicit", grpc_tls_cert=staged["cert"], grpc_tls_key=staged["key"],
+        grpc_tls_root_cert=staged["ca"], grpc_tls_verify_client=True)).relocated(root)
     path = tmp_path / "tritonserver.service"
     path.write_text(render_unit(command, ServiceOptions()).render())
     text = path.read_text()
     assert "--grpc-use-ssl=true" in text and "--grpc-use-ssl-mutual=true" in text and "UMask=0077" in text
+    assert "--grpc-server-cert=/etc/orinkit/cert.pem" in text and "--grpc-root-cert=/etc/orinkit/ca.pem" in text
     verify = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, timeout=60)
     assert verify.returncode == 0, verify.stderr
     security = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(path)], capture_output=True,

@@ -3,6 +3,8 @@ from a real S3 API server (moto), in explicit mode; poll mode and loading everyt
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from urllib.parse import urlparse
 
 import numpy as np
@@ -14,6 +16,7 @@ from orinkit.cli.serve import main as edge_serve
 from orinkit.client import Client
 from orinkit.server import ServerOptions
 from orinkit.server.errors import InvalidServerOptionError
+from orinkit.server.ports import free_ports
 from orinkit.server.testing import start_on_free_ports
 
 pytest_plugins = ["fleet_fixtures"]
@@ -65,6 +68,23 @@ def test_the_cli_keeps_the_url_whole_and_refuses_a_service_for_it():
     assert "--model-repository=s3://10.0.0.5:9000/fleet/models" in shown.output
     refused = runner.invoke(edge_serve, ["install", "s3://fleet/models", "--dry-run"])
     assert refused.exit_code == 4 and "cannot read s3://" in refused.output
+    ports = [str(p) for p in free_ports(3)]  # never 8000-8002: a server may hold them on this machine
     unchecked = runner.invoke(edge_serve, ["run", "s3://fleet/models", "--model-control-mode", "explicit",
-                                           "--no-check"])
+                                           "--no-check", "--http-port", ports[0], "--grpc-port", ports[1],
+                                           "--metrics-port", ports[2]])
     assert unchecked.exit_code == 4 and "--no-check does not apply" in unchecked.output
+
+
+def test_a_refused_option_does_not_depend_on_the_ports_being_free():
+    # Held ports (as 8000-8002 are where a server runs) must not turn the option's refusal (4) into "busy" (5).
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(3):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            sock.listen()
+            ports.append(str(sock.getsockname()[1]))
+        refused = CliRunner().invoke(edge_serve, ["run", "s3://fleet/models", "--model-control-mode", "explicit",
+                                                  "--no-check", "--http-port", ports[0], "--grpc-port", ports[1],
+                                                  "--metrics-port", ports[2]])
+    assert refused.exit_code == 4 and "--no-check does not apply" in refused.output

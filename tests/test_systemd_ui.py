@@ -88,9 +88,9 @@ def test_install_ui_stages_both_units_and_a_private_token(tmp_path):
     from orinkit.cli.serve import main as edge_serve
 
     root = tmp_path / "image"
-    repository = shutil.copytree(DATA / "repository", tmp_path / "models")
+    shutil.copytree(DATA / "repository", root / "opt/models")
     runner = CliRunner()
-    args = ["install", "--repository", str(repository), "--root", str(root), "--ui", "--ui-host", "0.0.0.0",
+    args = ["install", "--repository", "/opt/models", "--root", str(root), "--ui", "--ui-host", "0.0.0.0",
             "--ui-token-file", "/etc/orinkit/ui.token", "--ui-allow-control", "--http-port", "9100", "--grpc-port",
             "9101"]
     result = runner.invoke(edge_serve, args)
@@ -98,7 +98,7 @@ def test_install_ui_stages_both_units_and_a_private_token(tmp_path):
     page = (root / "etc/systemd/system/tritonserver-ui.service").read_text()
     assert "LoadCredential=token:/etc/orinkit/ui.token" in page and "--host 0.0.0.0" in page
     assert "--url localhost:9101 --http-url http://localhost:9100" in page, "the page follows the server's ports"
-    assert f"ReadWritePaths={repository}" in page and "After=network-online.target tritonserver.service" in page
+    assert "ReadWritePaths=/opt/models" in page and "After=network-online.target tritonserver.service" in page
     assert (root / "etc/systemd/system/multi-user.target.wants/tritonserver-ui.service").is_symlink()
     token = root / "etc/orinkit/ui.token"
     assert token.stat().st_mode & 0o777 == 0o600 and len(token.read_text().strip()) >= 32
@@ -118,10 +118,12 @@ def test_install_refuses_an_open_page_without_a_token_and_stray_page_options(tmp
     from orinkit.cli.serve import main as edge_serve
 
     root = tmp_path / "image"
+    shutil.copytree(DATA / "repository", root / "opt/models")
+    before = sorted(root.rglob("*"))
     runner = CliRunner()
-    base = ["install", "--repository", str(DATA / "repository"), "--root", str(root)]
+    base = ["install", "--repository", "/opt/models", "--root", str(root)]
     open_page = runner.invoke(edge_serve, [*base, "--ui", "--ui-host", "0.0.0.0"])
     assert open_page.exit_code == 4 and "without a token" in open_page.output
-    assert not root.exists(), "nothing is installed when the page's options are refused"
+    assert sorted(root.rglob("*")) == before, "nothing is installed when the page's options are refused"
     stray = runner.invoke(edge_serve, [*base, "--ui-port", "9000"])
     assert stray.exit_code == 2 and "only apply with --ui" in stray.output

@@ -13,7 +13,19 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from playwright.sync_api import expect, sync_playwright
-from ui_fixtures import CONTROLLED, artifacts_folder, digit_png, make_page, road_png, start_triton, ui_repository
+from ui_fixtures import (
+    CONTROLLED,
+    RAW_PIXELS,
+    UINT8_CLASSIFIER,
+    artifacts_folder,
+    digit_png,
+    make_page,
+    road_png,
+    solid_jpeg,
+    solid_png,
+    start_triton,
+    ui_repository,
+)
 
 CHROMIUM = os.environ.get("ORINKIT_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -48,19 +60,43 @@ def site(ui_triton, tmp_path_factory):
     server.stop()
 
 
+# Reported by the page itself: Chromium's console line for a CSP refusal does not always say what was refused.
+WATCH_CSP = """document.addEventListener("securitypolicyviolation", (e) => console.error(
+    `CSP violation: ${e.effectiveDirective} refused ${e.blockedURI || "(inline)"} at ${e.sourceFile}:${e.lineNumber}` +
+    (e.sample ? ` (${e.sample})` : "")));"""
+
+
 class Tab:
-    """A fresh browser context and page that records console errors and uncaught exceptions."""
+    """A fresh browser context and page that records every console error (CSP violations included) and uncaught
+    exception. The ``tab`` fixture fails the test at teardown on any the test did not announce with ``expect``."""
 
     def __init__(self, browser) -> None:
         self.context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+        # Init scripts run before the page's own, whatever its CSP; every page of the context is watched.
+        self.context.add_init_script(WATCH_CSP)
+        self.errors: list[str] = []
+        self.expected: list[tuple[str, int]] = []
+        self.context.on("page", self._watch)
         self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
-        self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+
+    def _watch(self, page) -> None:
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" or "Content Security Policy"
+                in m.text else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+
+    def expect(self, prefix: str, count: int) -> None:
+        """``count`` console errors starting with ``prefix`` are this test's doing (a request it makes fail)."""
+        self.expected.append((prefix, count))
 
     def unexpected(self, *allowed: str) -> list[str]:
+        allowed = allowed + tuple(prefix for prefix, _ in self.expected)
         return [e for e in self.errors if not any(e.startswith(a) for a in allowed)]
+
+    def check(self) -> None:
+        assert self.unexpected() == [], self.errors
+        for prefix, count in self.expected:
+            assert sum(e.startswith(prefix) for e in self.errors) == count, (prefix, count, self.errors)
 
 
 @pytest.fixture
@@ -68,6 +104,7 @@ def tab(browser):
     opened = Tab(browser)
     yield opened
     opened.context.close()
+    opened.check()
 
 
 def shoot(page, name: str, tmp_path: Path) -> Path:
@@ -174,6 +211,52 @@ def test_a_road_gets_its_lanes_drawn_on_the_image(tab, site, tmp_path):
     assert tab.unexpected() == []
 
 
+def test_a_classifier_taking_the_encoded_file_as_uint8_gets_its_label(tab, site, tmp_path):
+    page = tab.page
+    page.goto(site.address)
+    option = page.locator(f'#try-model option[value="{UINT8_CLASSIFIER}"]')
+    option.wait_for(state="attached")
+    assert option.text_content() == f"{UINT8_CLASSIFIER} (encoded file as UINT8)"
+    response = try_file(page, UINT8_CLASSIFIER, "red.jpg", solid_jpeg((230, 20, 10)), mime="image/jpeg")
+    assert response.status == 200, response.text()
+    first = page.locator("ol.classes li").first
+    first.wait_for()
+    assert first.text_content().startswith("red (class 0)")
+    assert "np.fromfile" in page.text_content("#try-notes")
+    shoot(page, "uint8-classifier", tmp_path)
+
+
+def test_a_uint8_input_that_wants_raw_pixels_shows_why_it_cannot_be_tried(tab, site):
+    page = tab.page
+    page.goto(site.address)
+    page.wait_for_selector(f'#try-model option[value="{RAW_PIXELS}"]', state="attached")
+    response = try_file(page, RAW_PIXELS, "black.png", solid_png((0, 0, 0)))
+    assert response.status == 400
+    page.wait_for_selector("#error:not([hidden])")
+    shown = page.text_content("#error")
+    assert "does not take an encoded image" in shown and "expected 784 raw pixels" in shown, shown
+    tab.expect(FAILED_REQUEST, 1)
+
+
+def test_a_policy_violation_fails_the_tab(browser, site):
+    """The fixture's watch works: an inline script (what the policy exists to stop) is reported by its directive."""
+    tab = Tab(browser)
+    try:
+        tab.page.goto(site.address)
+        tab.page.evaluate("""() => { const s = document.createElement("script"); s.textContent = "window.ran = 1";
+                                     document.body.append(s); }""")
+        deadline = time.monotonic() + 10
+        while not any("CSP violation" in e for e in tab.errors):
+            assert time.monotonic() < deadline, tab.errors
+            tab.page.wait_for_timeout(100)
+        assert tab.page.evaluate("window.ran === undefined"), "the inline script ran"
+    finally:
+        tab.context.close()
+    assert any(e.startswith("CSP violation: script-src-elem refused inline") for e in tab.errors), tab.errors
+    with pytest.raises(AssertionError):
+        tab.check()
+
+
 def test_a_corrupt_file_shows_the_servers_message(tab, site):
     page = tab.page
     page.goto(site.address)
@@ -183,7 +266,7 @@ def test_a_corrupt_file_shows_the_servers_message(tab, site):
     page.wait_for_selector("#error:not([hidden])")
     assert "not an image Pillow can read" in page.text_content("#error")
     assert page.locator("#try-result").is_hidden()
-    assert tab.unexpected(FAILED_REQUEST) == [] and len(tab.errors) == 1, tab.errors
+    tab.expect(FAILED_REQUEST, 1)
 
 
 def test_control_unloads_and_loads_a_model(tab, site, tmp_path):
@@ -224,12 +307,13 @@ def test_off_loopback_the_page_needs_its_token(tab, ui_triton):
         assert without[0] == 401 and without[1]["error"]["message"] == "this page needs its token"
         wrong = page.evaluate("fetch('/api/models', {headers: {Authorization: 'Bearer nope'}}).then(r => r.status)")
         assert wrong == 401
-        assert tab.unexpected(FAILED_REQUEST) == [] and len(tab.errors) == 2, tab.errors
-        # A new tab without the token in its URL gets nothing, and says why.
-        other = tab.context.browser.new_context().new_page()
-        other.goto(guarded.address)
-        other.wait_for_selector("#error:not([hidden])")
-        assert "this page needs its token" in other.text_content("#error")
+        tab.expect(FAILED_REQUEST, 2)
+        # A new tab without the token in its URL gets nothing, and says why (its polls fail: one line each).
+        other = Tab(tab.context.browser)
+        other.page.goto(guarded.address)
+        other.page.wait_for_selector("#error:not([hidden])")
+        assert "this page needs its token" in other.page.text_content("#error")
         other.context.close()
+        assert other.unexpected(FAILED_REQUEST) == [], other.errors
     finally:
         guarded.stop()

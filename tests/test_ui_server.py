@@ -15,7 +15,17 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from ui_fixtures import CONTROLLED, digit_png, make_page, road_png, start_triton, ui_repository
+from ui_fixtures import (
+    CONTROLLED,
+    RAW_PIXELS,
+    UINT8_CLASSIFIER,
+    digit_png,
+    make_page,
+    road_png,
+    solid_png,
+    start_triton,
+    ui_repository,
+)
 
 from orinkit.cli.serve import main as serve_main
 from orinkit.repo.deploy import deploy_version
@@ -77,7 +87,10 @@ def test_the_page_and_its_files_are_served_with_a_strict_policy(page):
     status, response, html = call(page, "/")
     assert status == 200 and response.getheader("Content-Type").startswith("text/html")
     policy = response.getheader("Content-Security-Policy")
-    assert "default-src 'self'" in policy and "img-src 'self' data:" in policy and "unsafe-inline" not in policy
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["default-src"] == "'none'" and directives["img-src"] == "'self' data:"
+    assert {directives[d] for d in ("script-src", "style-src", "connect-src")} == {"'self'"}
+    assert "unsafe" not in policy
     assert response.getheader("X-Content-Type-Options") == "nosniff"
     assert response.getheader("Server") == "orinkit-ui"
     assert b'src="/static/app.js"' in html and b"<script>" not in html and b"style=" not in html
@@ -178,6 +191,25 @@ def test_a_road_gets_lanes_in_image_pixels(page):
     assert status == 200, answer
     assert answer["kind"] == "lanes" and (answer["answer"]["width"], answer["answer"]["height"]) == (640, 360)
     assert answer["answer"]["lanes"] and all(len(lane["points"]) >= 2 for lane in answer["answer"]["lanes"])
+
+
+def test_a_classifier_taking_the_encoded_file_as_uint8_is_listed_and_answers_with_its_labels(page):
+    models, _ = models_by_name(page)
+    listed = models[UINT8_CLASSIFIER]
+    assert listed["state"] == "READY" and listed["inputs"] == [{"name": "INPUT_0", "dtype": "UINT8", "dims": [-1]}]
+    assert (listed["image_input"]["mode"], listed["image_input"]["dtype"]) == ("bytes", "UINT8")
+    status, _, answer = call(page, f"/api/try?model={UINT8_CLASSIFIER}", method="POST", body=solid_png((20, 40, 230)),
+                             headers={"Content-Type": "application/octet-stream"})
+    assert status == 200, answer
+    assert answer["kind"] == "classes" and answer["answer"]["top"][0]["label"] == "blue"  # labels.txt's third
+    assert [c["label"] for c in answer["answer"]["top"]] == ["blue", "green", "red"]
+
+
+def test_a_uint8_input_that_wants_raw_pixels_is_refused_saying_so(page):
+    error = assert_error(call(page, f"/api/try?model={RAW_PIXELS}", method="POST", body=solid_png((0, 0, 0))), 400,
+                         "UINT8 [-1] input 'PIXELS'", "does not take an encoded image", "expected 784 raw pixels",
+                         kind="NotAnImageModelError")
+    assert error["hint"]
 
 
 @pytest.mark.parametrize("path, body, status, kind, needle", [

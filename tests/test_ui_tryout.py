@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from ui_fixtures import RAW_PIXELS, UINT8_CLASSIFIER, copy_ui_models, solid_png
 
 from orinkit.client import Client
 from orinkit.ui.tryout import (
@@ -115,6 +116,7 @@ def repository(tmp_path_factory, digits):
     add_model(repo, work / "invert.py", name="invert_stateful", inputs=[spec("IMAGE:UINT8:3x-1x-1")],
               outputs=[spec("INVERTED:UINT8:3x-1x-1")],
               options=ModelOptions(max_batch_size=1, sequence=SequenceBatching()))
+    copy_ui_models(repo)  # colour_classifier, raw_digits: UINT8 [-1] inputs, as Triton's examples write them
     return repo
 
 
@@ -294,6 +296,50 @@ def test_a_model_that_takes_no_image_is_refused(url, configs, digits):
     assert caught.value.exit_code == 4 and "\n" not in str(caught.value) and caught.value.hint
 
 
+COLOURS = {"red": (220, 30, 20), "green": (10, 200, 40), "blue": (30, 20, 230)}
+
+
+def _encoded(colour, format_name: str) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30), colour).save(buffer, format_name)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("format_name", ["PNG", "JPEG", "BMP", "GIF", "WEBP"])
+def test_a_classifier_taking_the_encoded_file_as_uint8_gets_its_class_and_label(url, configs, repository,
+                                                                                format_name):
+    from orinkit.ui.labels import read_labels
+
+    config = configs[UINT8_CLASSIFIER]
+    spec = image_input(config)
+    assert (spec.mode, spec.dtype, spec.input, spec.leading_axis) == ("bytes", "UINT8", "INPUT_0", False)
+    labels = read_labels(repository, UINT8_CLASSIFIER, config)
+    assert labels == {"OUTPUT_0": ["red", "green", "blue"]}
+    for name, colour in COLOURS.items():
+        result = _run(url, configs, UINT8_CLASSIFIER, _encoded(colour, format_name), labels=labels)
+        data = _json_ready(result)
+        assert data["kind"] == "classes" and data["answer"]["top"][0]["label"] == name, data
+        assert any("np.fromfile" in note for note in data["notes"])
+
+
+def test_a_uint8_input_that_wants_something_else_is_refused_saying_so(url, configs):
+    assert image_input(configs[RAW_PIXELS]).dtype == "UINT8"  # the config alone cannot tell
+    with pytest.raises(NotAnImageModelError) as caught:
+        _run(url, configs, RAW_PIXELS, solid_png((0, 0, 0)))
+    message = str(caught.value)
+    assert f"'{RAW_PIXELS}' failed on the PNG file the page sent to its UINT8 [-1] input 'PIXELS'" in message
+    assert "does not take an encoded image" in message and "expected 784 raw pixels" in message
+    assert "\n" not in message and caught.value.exit_code == 4 and "Client" in caught.value.hint
+
+
+@pytest.mark.parametrize("model", [UINT8_CLASSIFIER, "mnist"])
+def test_a_file_the_model_decodes_itself_must_be_a_format_every_decoder_reads(url, configs, model):
+    # Pillow reads TIFF, a server-side decoder (OpenCV, DALI's, a hand-written one) may not: refused before sending.
+    with pytest.raises(BadImageError, match="is a TIFF file, but .* PNG, JPEG, BMP, GIF, WebP") as caught:
+        _run(url, configs, model, _encoded((0, 0, 0), "TIFF"))
+    assert "PNG or JPEG" in caught.value.hint
+
+
 @pytest.mark.parametrize("model", ["mnist", "digits_direct"])
 def test_corrupt_bytes_are_a_bad_image(url, configs, model):
     whole = _png(np.arange(64 * 64 * 3, dtype=np.uint8).reshape(64, 64, 3))
@@ -344,10 +390,15 @@ def _config(dims, data_type="TYPE_FP32", max_batch_size=4, **extra):
     (_config([1, 3, 360, 640], max_batch_size=0), ("tensor", "CHW", 640, 360, 3)),
     (_config([3, -1, -1]), ("tensor", "CHW", None, None, 3)),
     (_config([3, 8, 3], format="FORMAT_NHWC"), ("tensor", "HWC", 8, 3, 3)),
+    (_config([-1], "TYPE_UINT8"), ("bytes", None, None, None, None)),
+    (_config([-1], "TYPE_UINT8", max_batch_size=0), ("bytes", None, None, None, None)),
+    (_config([1, -1], "TYPE_UINT8", max_batch_size=0), ("bytes", None, None, None, None)),
 ])
 def test_image_input_recognises(config, expected):
     spec = image_input(config)
     assert (spec.mode, spec.layout, spec.width, spec.height, spec.channels) == expected
+    # An axis of 1 before the image's or the bytes' (a model without batching) is fed as such.
+    assert spec.leading_axis == (len(config["input"][0]["dims"]) in (2, 4))
     assert json.loads(json.dumps(spec.to_json()))["input"] == "x"
 
 
@@ -357,12 +408,25 @@ def test_image_input_recognises(config, expected):
     _config([4, 224, 224]),
     _config([224, 224]),
     _config([1, 3, 224, 224], max_batch_size=4),
+    _config([1, -1], "TYPE_UINT8", max_batch_size=4),
+    _config([2, -1], "TYPE_UINT8", max_batch_size=0),
+    _config([-1], "TYPE_INT8"),
+    _config([-1]),
     {**_config([3, 8, 8]), "input": [*_config([3, 8, 8])["input"], {"name": "z", "data_type": "TYPE_FP32",
                                                                      "dims": ["1"]}]},
     {**_config([1], "TYPE_STRING"), "model_transaction_policy": {"decoupled": True}},
 ])
 def test_image_input_refuses(config):
     assert image_input(config) is None
+
+
+def test_encoded_formats_are_told_by_their_first_bytes():
+    from orinkit.ui.tryout_images import sniff
+
+    for format_name, expected in (("PNG", "PNG"), ("JPEG", "JPEG"), ("BMP", "BMP"), ("GIF", "GIF"),
+                                  ("WEBP", "WebP"), ("TIFF", None), ("PPM", None), ("ICO", None)):
+        assert sniff(_encoded((1, 2, 3), format_name)) == expected, format_name
+    assert sniff(b"") is None and sniff(b"BM") is None and sniff(b"RIFF\0\0\0\0WAVE") is None
 
 
 def test_control_and_optional_inputs_do_not_count():

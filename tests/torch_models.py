@@ -82,3 +82,31 @@ def transformer_block():
     1x16x64. torch 2.14's TorchScript exporter cannot trace it (its attention passes a traced bool)."""
     torch.manual_seed(0)
     return torch.nn.TransformerEncoderLayer(64, 4, 128, activation="gelu").eval()
+
+
+class VoiceActivity(torch.nn.Module):
+    """A voice-activity detector shaped like the ones people export: float audio [B, 512] beside the sample rate as
+    a 0-d int64 tensor, used to rescale the audio (models trained at 16 kHz); a speech probability [B, 1]."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.frontend = torch.nn.Conv1d(1, 16, 64, stride=16)
+        self.encoder = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 3, padding=1), torch.nn.ReLU(),
+                                           torch.nn.Conv1d(32, 32, 3, padding=1), torch.nn.ReLU())
+        self.head = torch.nn.Linear(32, 1)
+
+    def forward(self, audio, sr):
+        x = audio * (sr.float() / 16000)
+        features = torch.log1p(torch.abs(self.frontend(x.unsqueeze(1))))
+        return torch.sigmoid(self.head(self.encoder(features).mean(dim=2)))
+
+
+def speech_agrees(reference, candidate) -> float:
+    """A task metric for :class:`VoiceActivity` (``--metric torch_models:speech_agrees``): the share of frames whose
+    speech decision (probability > 0.5) FP16 keeps."""
+    import numpy as np
+
+    ref = np.concatenate([np.ravel(r["prob"]) for r in reference]) > 0.5
+    got = np.concatenate([np.ravel(c["prob"]) for c in candidate]) > 0.5
+    return float(np.mean(ref == got))

@@ -5,7 +5,10 @@ One repository (one tritonserver for both files, in explicit model control so th
 * ``mnist``: the MNIST-style ensemble of examples/mnist_ensemble.py (image bytes -> top-3 digits), built with that
   example's own functions (imported, not copied);
 * ``lane_detection``: the LaneATT lane ensemble with random weights and a low threshold, so that lanes appear;
-* ``plus_one``: a model that takes no image, with two versions, for the control and refusal tests.
+* ``plus_one``: a model that takes no image, with two versions, for the control and refusal tests;
+* ``colour_classifier`` and ``raw_digits`` (tests/data/ui_models, written by hand as Triton's python_backend
+  examples write theirs): a classifier taking the encoded file as UINT8 [-1] with a labels file, and a model whose
+  UINT8 [-1] input wants raw pixels instead.
 
 The repository is built once per session and kept here (a fixture imported into two modules would build it twice).
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +29,10 @@ from PIL import Image
 from orinkit.ui import UiServer
 
 EXAMPLES = ROOT / "examples"
+UI_MODELS = DATA / "ui_models"
 CONTROLLED = "plus_one"
+UINT8_CLASSIFIER = "colour_classifier"
+RAW_PIXELS = "raw_digits"
 _BUILT: dict[str, Path] = {}
 
 
@@ -75,7 +82,24 @@ def _build(work: Path) -> Path:
     add_model(repository, DATA / "client_models" / "plus_one.py", name=CONTROLLED,
               inputs=[TensorSpec.parse("X:FP32:2x3")], outputs=[TensorSpec.parse("Y:FP32:2x3")],
               options=ModelOptions(max_batch_size=0))
+    copy_ui_models(repository)
     return repository
+
+
+def copy_ui_models(repository: Path) -> None:
+    for model in UI_MODELS.iterdir():
+        shutil.copytree(model, repository / model.name)
+
+
+def solid_png(colour: tuple[int, int, int], size: tuple[int, int] = (40, 30), format_name: str = "PNG") -> bytes:
+    """A picture of one colour, encoded (PNG unless ``format_name`` says otherwise)."""
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format_name)
+    return buffer.getvalue()
+
+
+def solid_jpeg(colour: tuple[int, int, int], size: tuple[int, int] = (40, 30)) -> bytes:
+    return solid_png(colour, size, "JPEG")
 
 
 def ui_repository(tmp_path_factory) -> Path:
@@ -96,7 +120,7 @@ def make_page(server, **options) -> UiServer:
     """A page server on a free port for ``server`` (a TritonProcess); stop it after use."""
     options.setdefault("port", 0)
     options.setdefault("board_interval_s", 0.5)
-    options.setdefault("http_url", server.command.http_url)  # free ports: not the default :8000 beside gRPC's
+    # No http_url: the default, asked of the tritonserver on the gRPC port, must find this server's on free ports.
     return UiServer(server.command.grpc_url, **options).start()
 
 

@@ -41,6 +41,7 @@ def one(query: dict[str, list[str]], key: str, default: str | None = None) -> st
 def models(page, query) -> Response:
     return json_response({
         "server": page.url,
+        "http": page.http_url,
         "control": page.allow_control,
         "window_s": page.models.window_s,
         "max_upload_bytes": page.max_upload_bytes,

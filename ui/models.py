@@ -25,8 +25,8 @@ from orinkit.ui.errors import UiError
 
 # Triton's states, most telling first: a model is READY when one version is.
 _ORDER = ("READY", "LOADING", "UNLOADING", "UNAVAILABLE")
-_HTTP_HINT = ("is tritonserver running there, with its HTTP endpoint (port 8000 by default, not gRPC's 8001)? "
-              "edge-serve ui --http-url names another")
+_HTTP_HINT = ("is tritonserver running there, with its HTTP endpoint (not its gRPC port)? edge-serve ui says at start "
+              "how it chose the address; --http-url names another")
 
 
 # The same row as orinkit.repo.server_api.ModelState, kept here: importing orinkit.repo (or orinkit.formats) loads
@@ -41,13 +41,74 @@ class ModelState:
     reason: str
 
 
-def http_url_for(grpc_url: str) -> str:
-    """Triton's HTTP address beside the gRPC one: the same host, on HTTP's default port 8000 (what edge-serve run and
-    the systemd unit use unless told otherwise)."""
-    host = grpc_url.split("://", 1)[-1].split("/", 1)[0]  # "grpcs://host:port" or "host:port"
-    if host.rpartition(":")[0] and not host.endswith("]"):  # "host:port", "[::1]:8001"; a bare "[::1]" has no port
-        host = host.rpartition(":")[0]
-    return f"http://{host or 'localhost'}:8000"
+GRPC_DEFAULT_PORT = 8001
+
+
+@dataclass(frozen=True)
+class HttpAddress:
+    """Triton's HTTP address and, in words, how it was found (the page prints it at start)."""
+
+    url: str
+    how: str
+
+
+def _split(grpc_url: str) -> tuple[str, int | None]:
+    """(host, port) of "host:port", "[::1]:8001", "grpcs://host:port" or "host" (port None)."""
+    address = grpc_url.split("://", 1)[-1].split("/", 1)[0]
+    host, colon, port = address.rpartition(":")
+    if not colon or address.endswith("]") or not port.isdigit():  # "board", "[::1]": no port
+        return address, None
+    return host, int(port)
+
+
+def _flag(argv: tuple[str, ...], name: str) -> str | None:
+    """The value of tritonserver's ``--name=V`` or ``--name V`` (getopt_long takes both); the last one wins."""
+    value = None
+    for index, arg in enumerate(argv):
+        if arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+        elif arg == f"--{name}" and index + 1 < len(argv):
+            value = argv[index + 1]
+    return value
+
+
+def _local(host: str) -> bool:
+    import socket
+
+    from orinkit.ui.security import is_loopback
+
+    return is_loopback(host) or host.lower() in (socket.gethostname().lower(), socket.getfqdn().lower())
+
+
+def http_url_for(grpc_url: str) -> HttpAddress:
+    """Triton's HTTP address for the server whose gRPC address is ``grpc_url``: always on the same host; the port is
+    asked of the tritonserver that listens on that gRPC port when it runs on this machine (its command line's
+    --http-port, Triton's 8000 when it has none); otherwise (another machine, a container's proxy, a process this
+    user cannot read) the port just below gRPC's, as Triton's own defaults pair them (8000 beside 8001)."""
+    host, port = _split(grpc_url)
+    host = host or "localhost"
+    if port is None:
+        return HttpAddress(f"http://{host}:{GRPC_DEFAULT_PORT - 1}",
+                           f"Triton's default HTTP port: {grpc_url} names no port, so gRPC's default "
+                           f"{GRPC_DEFAULT_PORT}")
+    if _local(host):
+        from orinkit.server.ports import port_holder
+
+        holder = port_holder(port)
+        if holder is not None and holder.is_tritonserver:
+            allowed = (_flag(holder.argv, "allow-http") or "true").lower()
+            if allowed in ("false", "off", "0", "no"):
+                raise UiError(f"the tritonserver on gRPC port {port} (pid {holder.pid}) runs without HTTP "
+                              "(--allow-http=false), which the models panel reads",
+                              hint="start it with its HTTP endpoint, or give --http-url of a server that has one")
+            given = _flag(holder.argv, "http-port")
+            if given is not None and given.isdigit():
+                return HttpAddress(f"http://{host}:{given}",
+                                   f"the --http-port of the tritonserver on gRPC port {port} (pid {holder.pid})")
+            return HttpAddress(f"http://{host}:8000", f"Triton's default HTTP port: the tritonserver on gRPC port "
+                                                      f"{port} (pid {holder.pid}) sets no --http-port")
+    return HttpAddress(f"http://{host}:{port - 1}", f"the port below gRPC's {port}, as Triton pairs 8000 with 8001 "
+                                                    "(--http-url names another)")
 
 
 class TritonHTTP:

@@ -170,7 +170,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 class UiServer:
     """The page server for the Triton at ``url`` (gRPC: the try panel and control) and ``http_url`` (its HTTP/REST
-    API: the models panel, read without tritonclient or numpy; default: ``url``'s host on port 8000).
+    API: the models panel, read without tritonclient or numpy; default: found from ``url`` by
+    :func:`orinkit.ui.models.http_url_for`, its host and the HTTP port of that same server; ``http_how`` says how).
     ``start()`` binds and serves in a thread; ``stop()`` ends it and the board monitor. Refused at construction: a
     non-loopback ``host`` without a token (unless ``generate_token``), control without a repository."""
 
@@ -181,10 +182,11 @@ class UiServer:
                  max_upload_bytes: int | None = None, max_pixels: int | None = None, monitor=None,
                  board_interval_s: float = 1.0, board_history_s: float = 300.0, stats_window_s: float = 10.0,
                  try_timeout_s: float = 60.0, control_timeout_s: float = 300.0) -> None:
-        from orinkit.ui.models import TritonHTTP, http_url_for
+        from orinkit.ui.models import HttpAddress, TritonHTTP, http_url_for
 
         self.url, self.host, self.port = url, host, port
-        self.http_url = http_url or http_url_for(url)
+        found = HttpAddress(http_url, "given") if http_url else http_url_for(url)
+        self.http_url, self.http_how = found.url, found.how
         TritonHTTP(self.http_url)  # a malformed address is refused here, not at the first poll
         self.token = resolve_token(host, token, token_file, generate=generate_token)
         self.token_generated = generate_token and token is None and token_file is None and self.token is not None
@@ -261,7 +263,7 @@ def serve_ui(url: str = "localhost:8001", *, echo=print, **options) -> None:
     """Run the page server until SIGINT/SIGTERM (KeyboardInterrupt); ``options`` are :class:`UiServer`'s."""
     page = UiServer(url, **options).start()
     try:
-        echo(f"orinkit page for {url} (HTTP {page.http_url}) on {page.address}")
+        echo(f"orinkit page for {url} (HTTP {page.http_url}: {page.http_how}) on {page.address}")
         # Bound to every interface: a laptop opens it by the board's name, not by 127.0.0.1.
         where = f"http://{socket.gethostname()}:{page.port}/" if page.host in ("0.0.0.0", "::") else page.address
         if page.token_generated:  # printed once, here: it is in no log or file

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from orinkit.client.errors import InferenceFailedError, InvalidInputError
 from orinkit.formats.dtypes import dtype as lookup_dtype
 from orinkit.ui import tryout_answers as answers
 from orinkit.ui import tryout_images as images
@@ -23,8 +24,8 @@ from orinkit.ui.errors import UiError
 from orinkit.ui.tryout_inputs import ImageInput, data_type, examine, image_input
 
 KINDS = ("classes", "lanes", "image", "tensor")
-IMAGE_INPUT_HINT = ("try a model whose one input is encoded image bytes (BYTES [1]) or a 1- or 3-channel image "
-                    "tensor (CHW or HWC)")
+IMAGE_INPUT_HINT = ("try a model whose one input is an encoded image file (BYTES [1], or UINT8 [-1] one byte per "
+                    "element) or a 1- or 3-channel image tensor (CHW or HWC)")
 
 
 class TryError(UiError):
@@ -86,32 +87,38 @@ def try_image(client, image: bytes, *, config: dict, labels: dict[str, list[str]
     """Run ``image`` (encoded bytes) through the model of ``client`` (an orinkit.client.Client) and read the answer.
 
     ``config`` is the model's config as JSON; ``labels`` maps an output's name to class labels. Raises
-    NotAnImageModelError, BadImageError (checked before decoding: bytes, then the header's pixel count), or the
-    client's own errors (ModelNotFoundError, InvalidInputError, ...) as they come.
+    NotAnImageModelError (also when a model whose UINT8 [-1] input was sent the file fails on it), BadImageError
+    (checked before decoding: bytes, then the header's pixel count; a file the model decodes itself must be PNG,
+    JPEG, BMP, GIF or WebP), or the client's own errors (ModelNotFoundError, InvalidInputError, ...) as they come.
     """
     model = str(config.get("name") or client.model)
     spec, why = examine(config)
     if spec is None:
         raise NotAnImageModelError(f"model '{model}' takes no image: {why}", hint=IMAGE_INPUT_HINT)
     notes = list(spec.notes)
+    encoded = None
     with images.open_checked(image, max_bytes, max_pixels, _bad_image) as picture:
         size = picture.size
         if spec.mode == "bytes":
-            images.check_whole(bytes(image), _bad_image)
-            array = np.array([bytes(image)], dtype=np.object_)
+            array, encoded = _encoded_file(bytes(image), picture.format, spec, model)
         else:
             array = images.to_tensor(picture, spec, _bad_image)
             if not (spec.width and spec.height):
                 notes.append(f"the model's size is dynamic: fed at {images.target_size(spec, *size)} (width, height)")
     outputs = [o["name"] for o in config.get("output", ())]
     started = time.perf_counter()
-    if config.get("sequence_batching") is not None:
-        # A stateful model answers only inside a sequence: one request that both starts and ends it.
-        with client.sequence() as sequence:
-            result = sequence.end(outputs=outputs or None, **{spec.input: array})
-        notes.append("the model is stateful: run as a sequence of one request")
-    else:
-        result = client.infer_sample(outputs=outputs or None, **{spec.input: array})
+    try:
+        if config.get("sequence_batching") is not None:
+            # A stateful model answers only inside a sequence: one request that both starts and ends it.
+            with client.sequence() as sequence:
+                result = sequence.end(outputs=outputs or None, **{spec.input: array})
+            notes.append("the model is stateful: run as a sequence of one request")
+        else:
+            result = client.infer_sample(outputs=outputs or None, **{spec.input: array})
+    except (InvalidInputError, InferenceFailedError) as exc:
+        if spec.mode == "bytes" and spec.dtype == "UINT8":  # the input was only read as an encoded file
+            raise _wants_something_else(model, spec, encoded, exc) from exc
+        raise
     latency_ms = (time.perf_counter() - started) * 1000
     if not isinstance(result, dict):
         result = {(outputs or [o.name for o in client.info.outputs])[0]: result}
@@ -119,6 +126,31 @@ def try_image(client, image: bytes, *, config: dict, labels: dict[str, list[str]
     dtypes = {o["name"]: data_type(o) for o in config.get("output", ()) if o.get("name") in arrays}
     kind, answer = _read(arrays, spec, size, labels, notes, dtypes)
     return TryResult(model, kind, latency_ms, answer, arrays, notes, dtypes)
+
+
+def _encoded_file(data: bytes, format_name: str | None, spec: ImageInput, model: str) -> tuple[np.ndarray, str]:
+    """The upload as the model's encoded-file input (one BYTES element, or one UINT8 per byte), and its format."""
+    encoded = images.sniff(data)
+    if encoded is None:
+        raise BadImageError(f"the upload is a {format_name or 'kind of'} file, but '{model}' decodes the file itself "
+                            f"and is sent only {', '.join(images.ENCODED)}, which image decoders all read",
+                            hint="save the image as PNG or JPEG")
+    images.check_whole(data, _bad_image)
+    if spec.dtype == "UINT8":
+        array = np.frombuffer(data, dtype=np.uint8)
+        return (array[None] if spec.leading_axis else array), encoded
+    return np.array([data], dtype=np.object_), encoded
+
+
+def _wants_something_else(model: str, spec: ImageInput, encoded: str, exc) -> NotAnImageModelError:
+    """The model refused or failed on the file given to its UINT8 input: that input is not an encoded image."""
+    reason = next((line.strip() for line in exc.message.splitlines() if line.strip()), type(exc).__name__)
+    dims = "[1, -1]" if spec.leading_axis else "[-1]"
+    return NotAnImageModelError(
+        f"'{model}' failed on the {encoded} file the page sent to its UINT8 {dims} input '{spec.input}', so that "
+        f"input does not take an encoded image: {reason[:300]}",
+        hint="it wants something else there (raw pixels, audio...), which the try panel cannot make; call the model "
+             "with orinkit.client.Client")
 
 
 def _triton_dtype(array: np.ndarray) -> str:

@@ -74,6 +74,26 @@ def check_whole(data: bytes, bad_image) -> None:
                         "upload the file again, or save it anew as PNG or JPEG") from None
 
 
+# What a model that decodes the file itself is sent: formats every image decoder reads (Pillow, OpenCV, DALI,
+# torchvision), told by their first bytes.
+ENCODED = ("PNG", "JPEG", "BMP", "GIF", "WebP")
+
+
+def sniff(data: bytes) -> str | None:
+    """The encoded format of ``data`` from its first bytes (one of :data:`ENCODED`), or None."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "PNG"
+    if data.startswith(b"\xff\xd8\xff"):
+        return "JPEG"
+    if data.startswith(b"BM") and len(data) >= 26:  # the file and info headers hold at least 26 bytes
+        return "BMP"
+    if data.startswith((b"GIF87a", b"GIF89a")):
+        return "GIF"
+    if data.startswith(b"RIFF") and data[8:12] == b"WEBP":
+        return "WebP"
+    return None
+
+
 def target_size(spec, width: int, height: int) -> tuple[int, int]:
     """(width, height) to resize to: the model's fixed dims; a dynamic one follows the upload's aspect ratio."""
     if spec.width and spec.height:

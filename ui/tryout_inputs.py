@@ -4,7 +4,11 @@ What :func:`image_input` recognises, in the model's inputs less the sequence bat
 optional ones (exactly one must remain):
 
 * ``mode="bytes"``: a BYTES input of dims [1] or [-1] (orinkit's image-preprocess step, or an ensemble starting with
-  it): the encoded upload is sent as it is, and the server decodes it;
+  it), or a UINT8 input of dims [-1] (or [1, -1] without batching: Triton's own preprocessing and DALI examples,
+  whose clients send ``np.fromfile(image, dtype=np.uint8)``): the encoded upload is sent as it is, one element per
+  file or one UINT8 per byte, and the server decodes it. Only PNG, JPEG, BMP, GIF and WebP files are sent (their
+  first bytes say which); a UINT8 input is the page's reading of the config, and a model that fails on the file is
+  reported as wanting something else;
 * ``mode="tensor"``: a 3-dim FP16/FP32/FP64/UINT8 input with 1 or 3 channels first (CHW) or last (HWC); the config's
   ``format`` (FORMAT_NCHW / FORMAT_NHWC) decides where the dims alone cannot, else CHW. A model without batching
   whose dims are [1, C, H, W] (or [-1, ...]) is taken too, fed one image. A fixed H and W are resized to (bilinear
@@ -40,14 +44,14 @@ class ImageInput:
     width: int | None  # None: dynamic (or mode "bytes")
     height: int | None
     channels: int | None
-    dtype: str  # Triton dtype: "BYTES", "FP32", "UINT8", ...
+    dtype: str  # Triton dtype: "BYTES", "FP32", "UINT8", ... (mode "bytes": BYTES, or UINT8 one per byte)
     color_order: str | None = None  # "RGB" | "BGR" | "GRAY"
     scale: float | None = None  # pixel (0..255) * scale, then - mean, / std
     mean: tuple[float, ...] = ()
     std: tuple[float, ...] = ()
     interpolation: str | None = None
     assumed: bool = False  # the pre-processing is the default, not read from the config's parameters
-    leading_axis: bool = False  # the dims carry an axis of 1 before the image's (a model without batching)
+    leading_axis: bool = False  # the dims carry an axis of 1 before the image's or the bytes' (no batching)
     notes: tuple[str, ...] = field(default=(), compare=False)  # what was read or assumed, for the result
 
     def to_json(self) -> dict:
@@ -150,8 +154,14 @@ def examine(config: dict) -> tuple[ImageInput | None, str]:
         if dims in ([1], [-1]):
             return ImageInput(name, "bytes", None, None, None, None, "BYTES"), ""
         return None, f"its BYTES input '{name}' has dims {dims}, not [1] (one encoded image)"
+    batching = int(config.get("max_batch_size", 0) or 0) > 0
+    if kind == "UINT8" and (dims == [-1] or dims == [1, -1] and not batching):
+        note = (f"the UINT8 {dims} input '{name}' is sent the file's bytes, as Triton's examples send an encoded "
+                "image (np.fromfile(path, dtype=np.uint8))")
+        return ImageInput(name, "bytes", None, None, None, None, "UINT8", leading_axis=len(dims) == 2,
+                          notes=(note,)), ""
     leading = False
-    if len(dims) == 4 and dims[0] in (1, -1) and int(config.get("max_batch_size", 0) or 0) == 0:
+    if len(dims) == 4 and dims[0] in (1, -1) and not batching:
         dims, leading = dims[1:], True
     if len(dims) != 3:
         return None, f"its input '{name}' has dims {dims}, not an image's three (C, H, W or H, W, C)"

@@ -2,32 +2,21 @@
 
 TensorRT 11 has no FP16 flag (strongly typed networks): precision comes from the graph itself, and this graph is
 also the portable FP16 artifact for 8.5/10.x. Casts are inserted lazily where a tensor's producer and consumer
-disagree; weights get an FP16 copy.
-
-The result is validated in a child process (checker, strict shape inference, an onnxruntime session and a run),
-because onnxruntime's optimiser has crashed on such graphs. When validation fails, or crashes, the node to blame
-is found from the graph's structure, not from error text: the shortest prefix of the graph (in topological order)
-that fails names its last node, whose original node is then kept in FP32 and the graph rebuilt.
+disagree; weights get an FP16 copy. Its validation, and the repair of a graph that fails it, are in
+:mod:`orinkit.convert.fp16.repair`.
 """
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from orinkit.convert.errors import Fp16GraphError
 from orinkit.convert.fp16.graphs import float_tensors, onnx_module
-from orinkit.core.errors import ChildCrashedError
-from orinkit.core.isolation import Worker
-from orinkit.core.progress import Heartbeat
 
 # Inputs the ONNX spec types as float32 whatever the data's type (Resize's roi and scales).
 FP32_ONLY_INPUTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
-CHECK = "orinkit.convert.fp16.validate:check_file"
 
 
 @dataclass
@@ -169,75 +158,3 @@ def prefix_graph(built: Fp16Graph, count: int):
                                    initializer=[i for i in source.graph.initializer if i.name in used])
     model = onnx.helper.make_model(graph, opset_imports=list(source.opset_import), ir_version=source.ir_version)
     return model
-
-
-class _Checker:
-    """Validation in a child process that is started again after it crashed."""
-
-    def __init__(self, folder: Path, sample: dict | None) -> None:
-        self.folder, self.sample, self.worker, self.count = folder, sample, None, 0
-
-    def __call__(self, model) -> str | None:
-        """None when ``model`` is valid, else why not ("crashed (SIGSEGV)" for a crash)."""
-        onnx = onnx_module()
-        self.count += 1
-        path = self.folder / f"check-{self.count}.onnx"
-        onnx.save(model, str(path))
-        if self.worker is None:
-            self.worker = Worker("onnxruntime (validating the FP16 graph)")
-        try:
-            return self.worker.call(CHECK, str(path), self.sample)
-        except ChildCrashedError as exc:
-            self.worker.close()
-            self.worker = None
-            return f"onnxruntime crashed ({exc.how})"
-        finally:
-            path.unlink(missing_ok=True)
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-
-
-def blame(built: Fp16Graph, check: Callable[[object], str | None], failure: str) -> tuple[int, str]:
-    """The index of the node that ends the shortest failing prefix of ``built``, and why that prefix fails."""
-    passing, failing = 0, len(built.model.graph.node)
-    while failing - passing > 1:
-        middle = (passing + failing) // 2
-        why = check(prefix_graph(built, middle))
-        if why is None:
-            passing = middle
-        else:
-            failing, failure = middle, why
-    return failing - 1, failure
-
-
-def to_fp16(model, keep_fp32: Iterable[str] = (), *, sample: dict | None = None, max_repairs: int = 16,
-            progress: Callable[[str], None] = lambda message: None):
-    """The FP16 graph of ``model`` keeping ``keep_fp32`` nodes in FP32; returns (model, nodes kept in FP32).
-
-    Nodes the validation rejects are added to the kept ones (each named on ``progress``)."""
-    keep = set(keep_fp32)
-    with tempfile.TemporaryDirectory(prefix="orinkit-fp16-check-") as folder, \
-            Heartbeat(progress, status="validating the FP16 graph") as beat:
-        check = _Checker(Path(folder), sample)
-        try:
-            for _ in range(max_repairs + 1):
-                built = build_fp16(model, keep)
-                failure = check(built.model)
-                if failure is None:
-                    return built.model, tuple(n.name for n in model.graph.node if n.name in keep)
-                beat.status("finding the node the FP16 graph fails at")
-                index, why = blame(built, check, failure)
-                culprit = built.origins[index]
-                if culprit is None or culprit in keep:
-                    raise Fp16GraphError(
-                        f"the FP16 graph fails validation ({why[:300]}) at {built.model.graph.node[index].name}, "
-                        "which no node kept in FP32 can fix", hint="convert with --no-fp16, or report the model")
-                beat.say(f"  the FP16 graph fails at node {culprit} ({why[:200]}): keeping it in FP32")
-                beat.status("validating the FP16 graph")
-                keep.add(culprit)
-        finally:
-            check.close()
-    raise Fp16GraphError(f"the FP16 graph still failed validation after keeping {max_repairs} more nodes in FP32",
-                         hint="convert with --no-fp16, or report the model")

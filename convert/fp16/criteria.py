@@ -1,11 +1,16 @@
 """How close the FP16 candidate is to the FP32 reference, per output: the numeric criteria of the gate.
 
-The default criterion, ``range``, judges each output on its own scale: the largest error relative to the largest
-reference value (``max |fp16 - fp32| / max |fp32|``, at most 0.05) and the cosine similarity (at least 0.999). A
+The ``range`` criterion judges each output on its own scale: the largest error relative to the largest reference
+value (``max |fp16 - fp32| / max |fp32|``, at most 0.05) and the cosine similarity (at least 0.999). A
 classifier's logits, a detector's pixel coordinates and a softmax's probabilities are judged alike, and rounding
 noise of a model whose real FP16 agrees with FP32 (cosine >= 0.9999) stays far inside the defaults. ``elementwise``
 is numpy.allclose's ``atol + rtol * |fp32|`` per element, for outputs whose every digit matters. Either way inf/NaN
 where the reference is finite fails.
+
+The default, ``auto``, is the range criterion for every output but dense maps: a probability map (a Sigmoid over
+a spatial map) or a class map (a Softmax over its channel axis, ArgMax's labels) is judged by its answers, the
+masks or the per-pixel classes (:mod:`orinkit.convert.fp16.dense_maps`): its largest error sits on the pixels
+where the map crosses its threshold and says nothing of how many answers change.
 """
 
 from __future__ import annotations
@@ -18,21 +23,21 @@ import numpy as np
 
 from orinkit.convert.errors import ConvertError
 
-CRITERIA = ("range", "elementwise")
+CRITERIA = ("auto", "range", "elementwise")
 
 
 @dataclass(frozen=True)
 class Criterion:
-    kind: str = "range"
-    max_range_error: float = 0.05  # range: max |fp16 - fp32| / max |fp32|, per output
-    min_cosine: float = 0.999  # both kinds
+    kind: str = "auto"
+    max_range_error: float = 0.05  # range and auto: max |fp16 - fp32| / max |fp32|, per output
+    min_cosine: float = 0.999  # every kind
     atol: float | None = None  # elementwise only
     rtol: float | None = None  # elementwise only
 
     def __post_init__(self) -> None:
         if self.kind not in CRITERIA:
             raise ConvertError(f"unknown criterion '{self.kind}'", hint=f"use one of {', '.join(CRITERIA)}")
-        if self.kind == "range" and (self.atol is not None or self.rtol is not None):
+        if self.kind != "elementwise" and (self.atol is not None or self.rtol is not None):
             raise ConvertError("--atol/--rtol apply to the elementwise criterion only",
                                hint="add --criterion elementwise, or use --max-range-error with the default one")
         if self.kind == "elementwise":
@@ -48,7 +53,7 @@ class Criterion:
             raise ConvertError(f"--min-cosine must lie in [-1, 1], got {self.min_cosine}", hint="e.g. 0.999")
 
     def describe(self) -> str:
-        if self.kind == "range":
+        if self.kind in ("auto", "range"):
             return f"range criterion (max error <= {self.max_range_error:g} of the output's range, " \
                    f"cosine >= {self.min_cosine:g})"
         return f"elementwise criterion (|error| <= {self.atol:g} + {self.rtol:g}·|fp32|, " \
@@ -76,8 +81,11 @@ class OutputMetrics:
     passed: bool
     badness: float  # how far from passing: <= 1 passes the numeric limits, inf for inf/NaN
 
-    def describe(self) -> str:
+    def describe(self, judged_by: str | None = None) -> str:
+        """One line; ``judged_by`` names the task metric that decides this output instead (inf/NaN still fails)."""
         state = "ok" if self.passed else "FAIL"
+        if judged_by is not None and not self.nonfinite:
+            state = f"not deciding: {judged_by} decides"
         if self.nonfinite:
             return f"{self.name}: {self.nonfinite} of {self.size} values inf/NaN where FP32 is finite [{state}]"
         outside = f", {self.violations}/{self.size} outside atol/rtol" if self.violations else ""

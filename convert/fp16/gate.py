@@ -1,7 +1,9 @@
 """The accuracy gate: FP16 against the FP32 reference, and a search for the nodes that must stay FP32.
 
 1. Run the FP32 model (reference) and its FP16 emulation (candidate) on the samples and judge the candidate:
-   by the task metric when one is given, else by the numeric criterion (inf/NaN always fails).
+   by the task metric when one is given, else by the numeric criterion (inf/NaN always fails). The default
+   criterion, ``auto``, first looks for dense maps among the outputs (a Sigmoid's probability map, a Softmax's or
+   ArgMax's class map: :mod:`orinkit.convert.fp16.dense_maps`) and judges those by their masks or classes.
 2. If it fails, keep in FP32 the nodes whose FP32 activations leave the FP16 range (|x| > 65504).
 3. If it still fails, rank the remaining nodes by their own contribution to the error (each converted alone,
    measured once, on the sample that erred most), then keep nodes in that order, doubling the count until the
@@ -20,15 +22,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orinkit.convert.errors import AccuracyGateError, ConvertError, LibraryCrashError
+from orinkit.convert.errors import AccuracyGateError, ConvertError, LibraryCrashError, ModelRunError
 from orinkit.convert.fp16.criteria import Criterion, OutputMetrics, badness, compare
-from orinkit.convert.fp16.task_metrics import MetricResult, TaskMetric
-from orinkit.core.errors import ChildCrashedError
+from orinkit.convert.fp16.dense_maps import DenseMap, default_maps
+from orinkit.convert.fp16.task_metrics import MetricResult, TaskMetric, parse_metric
+from orinkit.convert.preflight import closest
+from orinkit.convert.stages import paced
+from orinkit.core.errors import ChildCrashedError, OrinkitError
 from orinkit.core.isolation import Worker
-from orinkit.core.progress import Heartbeat
 
 FP16_MAX = 65504.0
 HOST = "orinkit.convert.fp16.host"
+# What each call into the child does, for the error when onnxruntime raises there.
+DOING = {"load": "load the model", "reference": "run the FP32 model on the gate's samples",
+         "emulate": "run the FP16 emulation on the gate's samples",
+         "ranges": "run the FP32 model to measure its activations"}
 # Share of the remaining budget the ranking may take before it ranks blocks of nodes instead of single nodes.
 RANKING_SHARE = 0.4
 
@@ -51,9 +59,13 @@ class Verdict:
     metrics: tuple[OutputMetrics, ...]
     task: MetricResult | None
     passed: bool
+    maps: tuple[MetricResult, ...] = ()  # the auto criterion's dense maps, each judged by its metric
+    judged_by: tuple[tuple[str, str], ...] = ()  # (output, the metric that decides it instead of the numbers)
 
     def lines(self) -> list[str]:
-        return [m.describe() for m in self.metrics] + ([self.task.describe()] if self.task else [])
+        instead = dict(self.judged_by)
+        return [m.describe(instead.get(m.name)) for m in self.metrics] + [r.describe() for r in self.maps] + (
+            [self.task.describe()] if self.task else [])
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class GateReport:
     samples: int
     budget_exhausted: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    maps: tuple[DenseMap, ...] = ()  # outputs the auto criterion judged by their task, and why
 
     @property
     def fp16_fraction(self) -> float:
@@ -80,6 +93,7 @@ class GateReport:
     def as_dict(self) -> dict:
         def verdict(v: Verdict) -> dict:
             return {"passed": v.passed, "task": None if v.task is None else vars(v.task),
+                    "maps": [vars(r) for r in v.maps],
                     "outputs": [{k: (str(x) if isinstance(x, float) and x in (float("inf"), float("-inf")) else x)
                                  for k, x in vars(m).items()} for m in v.metrics]}
 
@@ -88,21 +102,28 @@ class GateReport:
                 "overflow_nodes": list(self.overflow_nodes), "searched_nodes": list(self.searched_nodes),
                 "nodes": self.nodes, "fp16_fraction": round(self.fp16_fraction, 4),
                 "evaluations": self.evaluations, "seconds": round(self.seconds, 2), "samples": self.samples,
-                "budget_exhausted": self.budget_exhausted, "notes": list(self.notes)}
+                "budget_exhausted": self.budget_exhausted, "notes": list(self.notes),
+                "maps": [vars(m) for m in self.maps]}
 
 
-def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metric: TaskMetric | None = None
-          ) -> Verdict:
+def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metric: TaskMetric | None = None,
+          maps: Sequence[DenseMap] = ()) -> Verdict:
     """The gate's verdict on ``candidate`` outputs (per sample, in ``names`` order) against ``reference``: the
-    task metric decides when there is one, else the criterion; inf/NaN where FP32 is finite always fails."""
+    task metric decides when there is one, else each of ``maps`` decides its output and the criterion the others;
+    inf/NaN where FP32 is finite always fails."""
     metrics = tuple(compare(names, reference, candidate, criterion))
-    result = None
-    if metric is not None:
-        result = metric.evaluate([dict(zip(names, outputs)) for outputs in reference],
-                                 [dict(zip(names, outputs)) for outputs in candidate])
     finite = all(m.nonfinite == 0 for m in metrics)
-    passed = result.passed if result is not None else all(m.passed for m in metrics)
-    return Verdict(metrics, result, finite and passed)
+    if metric is None and not maps:
+        return Verdict(metrics, None, finite and all(m.passed for m in metrics))
+    by_name = ([dict(zip(names, outputs)) for outputs in reference],
+               [dict(zip(names, outputs)) for outputs in candidate])
+    if metric is not None:
+        result = metric.evaluate(*by_name)
+        return Verdict(metrics, result, finite and result.passed)
+    results = tuple(parse_metric(m.spec).evaluate(*by_name) for m in maps)
+    judged = {m.output: m.spec for m in maps}
+    passed = all(r.passed for r in results) and all(m.passed for m in metrics if m.name not in judged)
+    return Verdict(metrics, None, finite and passed, results, tuple(judged.items()))
 
 
 class Fp16Gate:
@@ -115,18 +136,31 @@ class Fp16Gate:
         self.evaluations = 0
         self._cache: dict[frozenset, Verdict] = {}
         self.notes: list[str] = []
+        self.names: list[str] = []
+        self.maps: tuple[DenseMap, ...] = ()
 
     @property
     def decided_by(self) -> str:
-        metric = self.options.metric
-        return f"task metric {metric.spec} (agreement >= {metric.min_agreement:g})" if metric \
-            else self.options.criterion.describe()
+        """What judges FP16, and for what the auto criterion chose unasked, why."""
+        metric, criterion = self.options.metric, self.options.criterion
+        if metric:
+            return f"task metric {metric.spec} (agreement >= {metric.min_agreement:g})"
+        if criterion.kind != "auto":
+            return criterion.describe()
+        if not self.maps:
+            return f"{criterion.describe()}: the auto criterion found no probability or class map among the outputs"
+        parts = [f"{_explain(m.spec)} on {m.output}, chosen by the auto criterion for {m.why}" for m in self.maps]
+        judged = {m.output for m in self.maps}
+        rest = [n for n in self.names if n not in judged]
+        if rest:
+            parts.append(f"{criterion.describe()} on {', '.join(rest)}")
+        return "; ".join(parts)
 
     def run(self) -> GateReport:
         started = time.monotonic()
         try:
             with Worker("onnxruntime (running the FP16 gate)") as worker, \
-                    Heartbeat(self.progress, status="FP16 gate: evaluating") as beat:
+                    paced(self.progress, "FP16 gate: evaluating") as beat:
                 self.worker, self.beat, self.started = worker, beat, started
                 return self._run()
         except ChildCrashedError as exc:
@@ -138,23 +172,38 @@ class Fp16Gate:
 
     # -- evaluation -----------------------------------------------------------------------------------------
 
+    def _call(self, function: str, *args):
+        """``function`` of the child's host module; onnxruntime raising there (not crashing) becomes one typed line:
+        the child returns the exception itself, which would otherwise end the tool with a traceback."""
+        try:
+            return self.worker.call(f"{HOST}:{function}", *args)
+        except OrinkitError:
+            raise
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+            raise ModelRunError(
+                f"onnxruntime could not {DOING[function]} ({why})",
+                hint="give inputs the model accepts (--data file.npz, or --input-range NAME:LOW,HIGH: e.g. indices "
+                     "within the model's tables), or convert with --no-fp16, which runs no gate",
+            ) from exc
+
     def _judge(self, candidate, indices=None, *, task: bool = True) -> Verdict:
         reference = self.reference if indices is None else [self.reference[i] for i in indices]
         return judge(self.names, reference, candidate, self.options.criterion,
-                     self.options.metric if task else None)
+                     self.options.metric if task else None, self.maps if task else ())
 
     def evaluate(self, keep: frozenset[str]) -> Verdict:
         keep = frozenset(keep)
         if keep not in self._cache:
             self.evaluations += 1
-            candidate = self.worker.call(f"{HOST}:emulate", sorted(keep))
+            candidate = self._call("emulate", sorted(keep))
             self._cache[keep] = self._judge(candidate)
         return self._cache[keep]
 
     def _alone(self, converted: Sequence[str], index: int) -> float:
         """Badness on sample ``index`` with only ``converted`` in FP16."""
         self.evaluations += 1
-        candidate = self.worker.call(f"{HOST}:emulate", (), list(converted), [index])
+        candidate = self._call("emulate", (), list(converted), [index])
         return badness(self._judge(candidate, [index], task=False).metrics)
 
     def _remaining(self) -> float:
@@ -173,10 +222,18 @@ class Fp16Gate:
 
     def _run(self) -> GateReport:
         self.exhausted = False
-        info = self.worker.call(f"{HOST}:load", str(self.model_path), self.samples)
+        info = self._call("load", str(self.model_path), self.samples)
         self.names, self.units = info["outputs"], info["units"]
         forced = self._forced()
-        self.reference = self.worker.call(f"{HOST}:reference")
+        self.reference = self._call("reference")
+        if self.options.criterion.kind == "auto" and self.options.metric is None:
+            maps, notes = default_maps(info["maps"], self.names, self.reference)
+            self.maps = tuple(maps)
+            self.notes.extend(notes)
+            for note in notes:
+                self.beat.say(f"  note: {note}")
+            for chosen in self.maps:
+                self.beat.say(f"  {chosen.output} is {chosen.why}: judged by --metric {chosen.spec}")
         if not self._judge(self.reference).passed:
             raise AccuracyGateError(
                 f"the {self.decided_by} rejects the FP32 outputs compared with themselves",
@@ -192,7 +249,7 @@ class Fp16Gate:
 
         keep = set(forced)
         self.beat.status("FP16 gate: measuring activation ranges")
-        ranges = self.worker.call(f"{HOST}:ranges")
+        ranges = self._call("ranges")
         overflow = tuple(n for n in self.units if ranges.get(n, 0.0) > FP16_MAX and n not in keep)
         if overflow:
             self.beat.say(f"  {len(overflow)} node(s) leave the FP16 range (|x| > 65504): {_names(overflow)}")
@@ -211,11 +268,12 @@ class Fp16Gate:
         unknown = [n for n in forced if n not in self.units]
         if unknown:
             raise ConvertError(f"--keep-fp32 names {_names(unknown)}, which are not nodes that compute in floating "
-                               "point in this model", hint=f"node names look like {_names(self.units[:3])}")
+                               "point in this model", hint=f"did you mean {closest(unknown[0], self.units)}? Node "
+                                                           f"names look like {_names(self.units[:3])}")
         return frozenset(forced)
 
     def _worst_sample(self, keep: frozenset[str]) -> int:
-        candidate = self.worker.call(f"{HOST}:emulate", sorted(keep))
+        candidate = self._call("emulate", sorted(keep))
         self.evaluations += 1
         scores = [badness(self._judge([c], [i], task=False).metrics) for i, c in enumerate(candidate)]
         return max(range(len(scores)), key=scores.__getitem__)
@@ -290,8 +348,19 @@ class Fp16Gate:
             keep_fp32=tuple(n for n in self.units if n in keep), forced=tuple(n for n in self.units if n in forced),
             overflow_nodes=tuple(overflow), searched_nodes=tuple(searched), nodes=len(self.units),
             evaluations=self.evaluations, seconds=time.monotonic() - self.started, samples=len(self.samples),
-            budget_exhausted=self.exhausted, notes=tuple(self.notes),
+            budget_exhausted=self.exhausted, notes=tuple(self.notes), maps=self.maps,
         )
+
+
+def _explain(spec: str) -> str:
+    """A dense map's --metric spec in words, for the report."""
+    kind, _, rest = spec.partition("@")[0].partition(":")
+    if kind == "mask":
+        from orinkit.convert.fp16.dense_maps import DEFAULT_THRESHOLDS
+
+        levels = rest or ", ".join(f"{t:g}" for t in DEFAULT_THRESHOLDS)
+        return f"mask metric (IoU of the maps thresholded at > {levels}, at least 0.99 on every sample)"
+    return "argmax metric (share of pixels whose top class agrees, at least 0.99 on every sample)"
 
 
 def _names(names: Sequence[str], limit: int = 6) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from orinkit.convert.fp16.dense_maps import producers
 from orinkit.convert.fp16.emulate import Emulator, activation_ranges
 from orinkit.convert.fp16.graphs import onnx_module
 from orinkit.core.failpoints import reach
@@ -19,11 +20,12 @@ _state: dict = {}
 
 
 def load(model_path: str, samples: Sequence[dict]) -> dict:
-    """Build the sessions for the model at ``model_path``; returns its output names and convertible nodes."""
+    """Build the sessions for the model at ``model_path``; returns its output names, convertible nodes, and the
+    ops that give each output (for the auto criterion's dense maps)."""
     model = onnx_module().load(model_path)
     emulator = Emulator(model)
     _state.update(model=model, emulator=emulator, samples=list(samples))
-    return {"outputs": emulator.names, "units": emulator.units}
+    return {"outputs": emulator.names, "units": emulator.units, "maps": producers(model)}
 
 
 def _chosen(indices: Sequence[int] | None) -> list[dict]:

@@ -4,6 +4,10 @@
 
 - ``topk[:K][@OUTPUT]``: classification. A row (a sample, or each row of a batch) agrees when FP16's top-1
   class is among FP32's top K and FP32's top-1 among FP16's top K (K=1: the same top-1). Default output: the first.
+- ``mask[:THR][@OUTPUT]``: a probability map (text detector, binary segmenter): the IoU of the thresholded maps,
+  worst sample (:mod:`orinkit.convert.fp16.dense_maps`).
+- ``argmax[:AXIS][@OUTPUT]``: a class map (semantic segmentation): the share of pixels whose top class along AXIS
+  (default 1) agrees, worst sample.
 - ``lanes``: LaneATT. The proposals of FP32 and FP16 are decoded by the real post-processing (CULane settings)
   and FP16's lanes are scored against FP32's with the CULane rule (lanes 30 px wide at 1640x590, IoU >= 0.5,
   Hungarian matching): the agreement is that F1.
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orinkit.convert.errors import MetricError
+from orinkit.convert.fp16 import dense_maps
 from orinkit.core.errors import OrinkitError
 
 DEFAULT_MIN_AGREEMENT = 0.99
@@ -121,8 +126,25 @@ def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMe
         if k < 1:
             raise MetricError(f"--metric {spec}: K must be 1 or more", hint="e.g. topk:5")
         return TaskMetric(spec, _topk(k, match[2]), threshold)
+    dense = _dense(spec)
+    if dense is not None:
+        return TaskMetric(spec, dense, threshold)
     target = ALIASES.get(spec, spec)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", target):
         return TaskMetric(spec, _load(target), threshold)
     raise MetricError(f"unknown --metric '{spec}'",
-                      hint="use topk[:K][@OUTPUT], lanes, or package.module:function")
+                      hint="use topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], lanes, or "
+                           "package.module:function")
+
+
+def _dense(spec: str):
+    match = re.fullmatch(r"mask(?::([^@]*))?(?:@(.+))?", spec)
+    if match:
+        threshold = None if match[1] is None else (dense_maps.parse_threshold(match[1], spec),)
+        return dense_maps.mask_agreement(threshold, match[2])
+    match = re.fullmatch(r"argmax(?::([^@]*))?(?:@(.+))?", spec)
+    if match:
+        if match[1] is not None and not re.fullmatch(r"-?\d+", match[1]):
+            raise MetricError(f"--metric {spec}: the axis '{match[1]}' is not a whole number", hint="e.g. argmax:1")
+        return dense_maps.argmax_agreement(int(match[1] or 1), match[2])
+    return None

@@ -24,14 +24,29 @@ def _fp16_node_of_type(model, op_type: str) -> bool:
     return False
 
 
+def _crashes_on(model, spec: str) -> bool:
+    kind, _, opset = spec.partition("@")
+    if kind != "any":
+        return _fp16_node_of_type(model, kind)
+    onnx = require("onnx")
+    versions = {o.version for o in model.opset_import if o.domain in ("", "ai.onnx")}
+    halves = any(v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+                 for v in (*model.graph.input, *model.graph.output, *model.graph.value_info))
+    halves = halves or any(n.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16
+                                                       for a in n.attribute) for n in model.graph.node)
+    halves = halves or any(i.data_type == onnx.TensorProto.FLOAT16 for i in model.graph.initializer)
+    return halves and (not opset or int(opset) in versions)
+
+
 def check_file(path: str, sample: dict | None) -> str | None:
     """None when the ONNX file at ``path`` passes the checker, strict shape inference, an onnxruntime session
     with its default optimisations and a run on ``sample``; otherwise the first failure, as one line."""
     onnx = require("onnx")
     ort = require("onnxruntime")
     model = onnx.load(path)
-    # Test hook standing for a crash of onnxruntime's optimiser on an FP16 node of one op type.
-    reach("fp16-validate-crash", signal=signal.SIGSEGV, when=lambda op: _fp16_node_of_type(model, op))
+    # Test hook standing for a crash of onnxruntime's optimiser on an FP16 node of one op type (OP), or on any FP16
+    # node of a graph at one opset (any@OPSET: every FP16 form of one exporter's graph crashes; any: every one).
+    reach("fp16-validate-crash", signal=signal.SIGSEGV, when=lambda spec: _crashes_on(model, spec))
     try:
         onnx.checker.check_model(model)
     except Exception as exc:

@@ -61,7 +61,7 @@ async function refreshModels() {
     state.control = data.control;
     state.maxUpload = data.max_upload_bytes;
     state.models = data.models;
-    $("server").textContent = `Triton ${data.server}`;
+    $("server").textContent = `Triton ${data.server} (models read from ${data.http})`;
     $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
     $("models-note").textContent = `Queue and compute: mean per request over the last ${data.window_s} s. ` +
       (data.control ? "Control is on." : "Control is off (edge-serve ui --allow-control).");
@@ -139,9 +139,11 @@ function renderModelChoice() {
   const select = $("try-model");
   const chosen = select.value;
   const usable = state.models.filter((m) => m.state === "READY" && m.image_input);
+  // How the upload is fed: the file itself (BYTES, or UINT8 one per byte) or a tensor of the model's size.
+  const fed = (i) => (i.mode === "bytes" ? `encoded file as ${i.dtype}` :
+    `${i.mode}${i.width ? `, ${i.width}x${i.height}` : ""}`);
   select.replaceChildren(...usable.map((m) => {
-    const option = el("option", `${m.name} (${m.image_input.mode}${m.image_input.width ?
-      `, ${m.image_input.width}x${m.image_input.height}` : ""})`);
+    const option = el("option", `${m.name} (${fed(m.image_input)})`);
     option.value = m.name;
     return option;
   }));

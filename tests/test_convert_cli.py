@@ -1,0 +1,122 @@
+"""What a newcomer meets running edge-convert: options checked against the model before the slow stages, a line at
+least every 5 s, words that say what happened, and --repo that agrees with edge-repo. The model is exported by
+torch.onnx.export directly."""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from torch_models import TinyClassifier
+
+from orinkit.cli.convert import main
+from orinkit.convert import onnx_prep
+from orinkit.convert.pipeline import ConvertOptions, convert_onnx
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny") / "tiny.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(TinyClassifier().eval(), (torch.rand(1, 3, 32, 32),), str(path), input_names=["input"],
+                          output_names=["logits"], dynamic_axes={"input": {0: "n"}, "logits": {0: "n"}},
+                          dynamo=False)
+    return path
+
+
+def _left(folder):
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith(".ses"))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--metric", "topk:5@logitz"], "names output 'logitz', which the model does not have; did you mean logits?"),
+    (["--keep-fp32", "/fc/Gem"], "--keep-fp32 names /fc/Gem, which the model has no node called; did you mean "
+                                 "/fc/Gemm?"),
+    (["--input-range", "inptu:0,1"], "--input-range names inptu, which the model does not have as inputs; did you "
+                                     "mean input?"),
+])
+def test_options_naming_parts_of_the_model_are_refused_before_onnxsim(tiny, tmp_path, args, words):
+    result = CliRunner().invoke(main, [str(tiny), *args, "-o", str(tmp_path / "out.edge")])
+    assert result.exit_code == 4, result.output
+    assert words in result.output and "Traceback" not in result.output
+    assert "simplifying it with onnxsim" not in result.output  # refused right after loading the model
+    assert _left(tmp_path) == []
+
+
+def test_data_of_the_wrong_shape_is_refused_first_and_shown_as_given(tiny, tmp_path):
+    data = tmp_path / "frames.npz"
+    np.savez(data, input=np.zeros((2, 3, 16, 16), np.float32))
+    result = CliRunner().invoke(main, [str(tiny), "--data", str(data), "-o", str(tmp_path / "out.edge")])
+    assert result.exit_code == 4, result.output
+    assert "has shape [2, 3, 16, 16], but the input is [1, 3, 32, 32]" in result.output
+    assert "simplifying it with onnxsim" not in result.output
+    assert _left(tmp_path) == ["frames.npz"]
+
+
+def test_a_slow_stage_still_says_something_at_least_every_5_s(tiny, tmp_path, monkeypatch):
+    real = onnx_prep.simplify
+
+    def slow(model, folder):  # onnxsim on a large model: many seconds without a word of its own
+        time.sleep(11)
+        return real(model, folder)
+
+    monkeypatch.setattr(onnx_prep, "simplify", slow)
+    lines = []
+    convert_onnx(tiny, tmp_path / "out.edge", ConvertOptions(samples=2),
+                 progress=lambda message: lines.append((time.monotonic(), message)))
+    gaps = [later[0] - earlier[0] for earlier, later in zip(lines, lines[1:])]
+    assert max(gaps) < 5.0, [(round(t - lines[0][0], 1), m) for t, m in lines]
+    beats = [m for _, m in lines if m.startswith("  ... validate and simplify the ONNX model (")]
+    assert len(beats) >= 2, lines
+
+
+def test_the_words_say_what_happened(tiny, tmp_path):
+    plain = CliRunner().invoke(main, [str(tiny), "--no-fp16", "-o", str(tmp_path / "fp32.edge")])
+    assert plain.exit_code == 0, plain.output
+    assert "the artifacts are the FP32 ONNX (--no-fp16: no FP16 graph)" in plain.output
+    assert "gated FP16" not in plain.output
+    assert sorted(p.name for p in (tmp_path / "fp32.edge").iterdir()) == ["model.onnx", "report.json"]
+    four = CliRunner().invoke(main, [str(tiny), "--max-batch", "4", "-o", str(tmp_path / "four.edge")])
+    assert four.exit_code == 0, four.output
+    first = four.output.splitlines()[0]
+    assert first.endswith("max 4x3x32x32 (dynamic batch: 1..4, as --max-batch 4 asked)"), first
+    assert "by default" not in first
+    usage = CliRunner().invoke(main, ["--help"])
+    assert "./NAME.edge in the current folder" in " ".join(usage.output.split())
+    assert "beside the current folder" not in usage.output
+
+
+def test_the_default_output_folder_is_in_the_current_folder(tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, [str(tiny), "--no-fp16"])
+    assert result.exit_code == 0, result.output
+    assert "wrote tiny.edge: model.onnx, report.json" in result.output
+    assert (tmp_path / "tiny.edge" / "model.onnx").is_file()
+
+
+def test_a_repository_that_does_not_exist_needs_create_as_with_edge_repo(tiny, tmp_path):
+    from orinkit.cli.repo import main as edge_repo
+
+    typo = tmp_path / "modles"
+    result = CliRunner().invoke(main, [str(tiny), "-o", str(tmp_path / "tiny.edge"), "--repo", str(typo), "--name",
+                                       "tiny"])
+    assert result.exit_code == 4, result.output
+    assert f"the repository {typo} does not exist; check the path, or pass --create" in result.output
+    assert "[1/" not in result.output  # refused before any stage
+    assert _left(tmp_path) == []
+    repo_says = CliRunner().invoke(edge_repo, ["add", str(tiny), "--repo", str(typo), "--name", "tiny"])
+    assert repo_says.exit_code == 4 and "pass --create" in repo_says.output and _left(tmp_path) == []
+    created = CliRunner().invoke(main, [str(tiny), "-o", str(tmp_path / "tiny.edge"), "--repo", str(typo),
+                                        "--create", "--name", "tiny", "--runtime", "python-onnxruntime"])
+    assert created.exit_code == 0, created.output
+    assert (typo / "tiny" / "config.pbtxt").is_file() and (typo / "tiny" / "1" / "model.onnx").is_file()
+    alone = CliRunner().invoke(main, [str(tiny), "-o", str(tmp_path / "again.edge"), "--create"])
+    assert alone.exit_code == 4 and "--create applies to --repo only" in alone.output
+    report = json.loads((tmp_path / "tiny.edge" / "report.json").read_text())
+    assert report["gate"]["passed"]
