@@ -25,7 +25,7 @@ never depends on the bucket: with the bucket down it serves what is on disk, the
 it read (in its state folder) and retries with capped exponential backoff. An outage of the bucket or the server is
 told in the log when it starts, reminded at most once a minute while it lasts and told when it ends
 (:mod:`orinkit.fleet.outage`); the next report counts it. Messages of the server are turned into one line, the
-cause first (:mod:`orinkit.fleet.server_text`). Models the server serves that the desired
+cause first (:mod:`orinkit.client.server_text`). Models the server serves that the desired
 state does not name are kept serving and reported UNMANAGED: taking a model away is a decision for a person (or a
 later desired state naming another version), never a side effect of a ring file edited by hand.
 
@@ -42,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from orinkit.client.server_text import one_line
 from orinkit.core.files import atomic_write_bytes
 from orinkit.fleet.errors import BucketError, BucketLayoutError, IntegrityError
 from orinkit.fleet.fetch import fetch_version, version_bytes
@@ -49,7 +50,6 @@ from orinkit.fleet.gate import FAILED, GATE_REQUESTS, Gate, GateResult, run_gate
 from orinkit.fleet.health import HealthProbe
 from orinkit.fleet.layout import DesiredState, DeviceReport, ModelReport, checked_name, report_key, ring_key
 from orinkit.fleet.outage import REMIND_EVERY_S, Outage
-from orinkit.fleet.server_text import one_line
 from orinkit.fleet.shadow import ShadowLoadError, clear_leftovers, gate_in_shadow, is_shadow, unload_leftovers
 from orinkit.fleet.store import LocalStore, default_state_dir
 

@@ -101,7 +101,7 @@ def run_gate(url: str, model: str, version: int, gate: Gate | None, *, requests:
                     if reason:
                         return GateResult(FAILED, reason, tuple(latencies))
         except ClientError as exc:
-            from orinkit.fleet.server_text import one_line
+            from orinkit.client.server_text import one_line
 
             return GateResult(FAILED, f"the golden request failed: {one_line(exc.message)}", tuple(latencies))
     return GateResult(PASSED, "", tuple(latencies))

@@ -49,7 +49,7 @@ class RolloutResult:
 
 class _DeviceFailed(Exception):
     def __init__(self, device: str, why: str) -> None:
-        from orinkit.fleet.server_text import one_line
+        from orinkit.client.server_text import one_line
 
         why = one_line(why)  # it becomes a ring's note and a log line; an older agent's reason may hold a stack
         super().__init__(f"{device}: {why}")

@@ -171,7 +171,7 @@ def _load_failure(api, name: str, version: int, message: str) -> str:
     """Why the shadow did not load, one line, the cause first: the server's reason for that version (the model's
     own exception, when it raised), else the load's error. Named without the shadow's suffix: a person knows the
     model, not the agent's temporary copy of it."""
-    from orinkit.fleet.server_text import one_line
+    from orinkit.client.server_text import one_line
     from orinkit.repo.errors import RepoError
 
     try:

@@ -29,6 +29,8 @@ class RepositoryAPI:
     def _call(self, what: str, fn, *args, **kwargs):
         from tritonclient.utils import InferenceServerException
 
+        from orinkit.client.server_text import one_line
+
         try:
             return fn(*args, **kwargs)
         except InferenceServerException as exc:
@@ -38,7 +40,8 @@ class RepositoryAPI:
                 hint = "start the server with --model-control-mode explicit to load through the API"
             elif exc.status() != "StatusCode.UNAVAILABLE":
                 hint = "the server log says more"
-            raise ServerAPIError(f"{what} on {self.url} failed: {message}", hint=hint) from exc
+            # A Python model's load failure carries its stack over many lines: one line, the exception first.
+            raise ServerAPIError(f"{what} on {self.url} failed: {one_line(message)}", hint=hint) from exc
 
     def load(self, name: str, timeout_s: float | None = None) -> float:
         """Load ``name`` (the server answers once the load has ended); the seconds it took."""

@@ -12,12 +12,12 @@ import time
 import numpy as np
 import pytest
 
+from orinkit.client.server_text import one_line
 from orinkit.fleet.agent import Agent, read_report
 from orinkit.fleet.errors import UnknownVersionError
 from orinkit.fleet.layout import MANIFEST, DesiredState, ring_key
 from orinkit.fleet.push import GateFile, push_repository
 from orinkit.fleet.rings import write_desired_state
-from orinkit.fleet.server_text import one_line
 from orinkit.fleet.shadow import build_shadow, shadow_name
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository

@@ -1,4 +1,4 @@
-"""A Triton message as one line, the cause first, for the agent's reports and log and a rollout's notes.
+"""A Triton message as one line, the cause first: for errors shown to a person, reports, logs and notes.
 
 Triton passes a Python model's exception on as the backend formats it: ``Internal: ValueError: ...`` after its own
 words (``load failed for model 'm': version 3 is at UNAVAILABLE state: ``), then a blank line, ``At:`` and one line
