@@ -152,7 +152,10 @@ def _failed(url, model, message):
         return _unknown_model(message)
     if "shared memory" in message.lower():
         return _shm_refused(url, model, message)
-    return InferenceFailedError(f"the server failed the request for '{model}': {message}",
+    from orinkit.client.server_text import one_line
+
+    # A Python model's exception arrives with its stack over many lines: one line, the exception first.
+    return InferenceFailedError(f"the server failed the request for '{model}': {one_line(message)}",
                                 hint="the server log has the model's own error")
 
 

@@ -49,3 +49,22 @@ def test_a_failed_load_is_one_line_with_the_exception_first(server):
     text = str(info.value)
     assert "\n" not in text and "At:" not in text, text
     assert "failed: ValueError: factor must be a number, got 'three' (raised in read_factor at model.py:" in text
+
+
+def test_a_request_the_model_fails_is_one_line_with_the_exception_first(triton_server_factory, tmp_path):
+    import numpy as np
+
+    from orinkit.client import Client, InferenceFailedError
+
+    (tmp_path / "raises" / "1").mkdir(parents=True)
+    (tmp_path / "raises" / "config.pbtxt").write_text(CONFIG.replace('"broken"', '"raises"'))
+    (tmp_path / "raises" / "1" / "model.py").write_text(MODEL_PY.replace(
+        "self.factor = read_factor(args)", "pass").replace(
+        "return [pb_utils.InferenceResponse([]) for _ in requests]", "read_factor(None)"))
+    server = triton_server_factory(tmp_path)
+    with Client(server.command.grpc_url, "raises", timeout_s=30) as client, \
+            pytest.raises(InferenceFailedError) as info:
+        client(np.zeros(2, np.float32))
+    text = str(info.value)
+    assert "\n" not in text and "At:" not in text, text
+    assert "ValueError: factor must be a number, got 'three'" in text
