@@ -154,8 +154,9 @@ def _failed(url, model, message):
         return _shm_refused(url, model, message)
     from orinkit.client.server_text import one_line
 
-    # A Python model's exception arrives with its stack over many lines: one line, the exception first.
-    return InferenceFailedError(f"the server failed the request for '{model}': {one_line(message)}",
+    # A Python model's exception arrives after Triton's words and with its stack over many lines: one line, the
+    # exception first, the rest in parentheses.
+    return InferenceFailedError(one_line(f"the server failed the request for '{model}': {message}"),
                                 hint="the server log has the model's own error")
 
 

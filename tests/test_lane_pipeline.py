@@ -130,7 +130,7 @@ def test_preprocessing_matches_pillow_resizing():
 
 
 @pytest.mark.skipif(not __import__("orinkit.lanes.weights", fromlist=["x"]).has_shipped_weights(),
-                    reason="no trained LaneATT weights ship yet: issue 10's training run needs a GPU")
+                    reason="no trained lane weights ship yet: their CPU training run (runs/lite) is not finished")
 def test_the_shipped_model_finds_the_lanes_of_drawn_roads_through_the_server(triton_server_factory, tmp_path):
     from orinkit.lanes.metrics import LaneScore, score_image
     from orinkit.lanes.synth import render_road

@@ -67,4 +67,5 @@ def test_a_request_the_model_fails_is_one_line_with_the_exception_first(triton_s
         client(np.zeros(2, np.float32))
     text = str(info.value)
     assert "\n" not in text and "At:" not in text, text
-    assert "ValueError: factor must be a number, got 'three'" in text
+    assert text.startswith("ValueError: factor must be a number, got 'three' (raised in read_factor at model.py:")
+    assert "the server failed the request for 'raises'" in text
