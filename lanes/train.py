@@ -157,7 +157,15 @@ def _loader(options: TrainOptions, start: int, frames):
 
     return torch.utils.data.DataLoader(Roads(), batch_size=options.batch, sampler=From(),
                                        num_workers=options.workers, pin_memory=options.device == "cuda",
-                                       prefetch_factor=4 if options.workers else None)
+                                       prefetch_factor=4 if options.workers else None,
+                                       worker_init_fn=_leave_stopping_to_the_trainer)
+
+
+def _leave_stopping_to_the_trainer(worker: int) -> None:
+    """Ctrl-C and ``systemctl stop``/``kill -- -PGID`` signal the whole process group: a drawing worker that died of
+    it would end the run before the trainer wrote its last checkpoint. The trainer stops the workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def schedule(step: int, steps: int, elapsed: float, budget: float | None, lr: float, warmup: int) -> float:
@@ -348,7 +356,12 @@ def train(options: TrainOptions, progress=print, *, resume: bool = False):
                          f"python -m orinkit.lanes.train --resume --out {options.out}")
                 raise Paused(checkpoint, run["step"], stop.signum)
             tick = time.monotonic()
-            images, targets = next(batches)
+            try:
+                images, targets = next(batches)
+            except RuntimeError:
+                if stop.signum is None:
+                    raise
+                continue  # a worker killed along with us (SIGKILL, say): the checkpoint comes at the loop's top
             for group in optimizer.param_groups:
                 group["lr"] = schedule(run["step"], options.steps, run["train_seconds"], budget, options.lr,
                                        options.warmup_steps)

@@ -221,3 +221,33 @@ def test_resume_refuses_what_would_make_another_run(tmp_path):
         train(TrainOptions(device="cpu", steps=1, batch=1, workers=0, out=tmp_path), progress=lambda m: None)
     (tmp_path / "checkpoint.pt").write_bytes(b"cut short")
     assert main(["--resume", "--out", str(tmp_path)]) == 4
+
+
+def test_a_signal_to_the_whole_process_group_ends_with_a_checkpoint_at_the_last_step(tmp_path):
+    """Ctrl-C in a terminal and systemctl stop signal every process of the group, the drawing workers too: the
+    run still writes its checkpoint at the step it reached and exits 130, and --resume continues from it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "orinkit.lanes.train", "--steps", "1000", "--batch", "1", "--workers", "1",
+               "--warmup-steps", "1", "--eval-minutes", "0", "--log-seconds", "0", "--out", str(tmp_path)]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if line.startswith("step 3/"):
+            break
+    os.killpg(run.pid, signal.SIGTERM)
+    rest, _ = run.communicate(timeout=120)
+    lines.append(rest)
+    assert run.returncode == 130, "".join(lines)
+    reached = max(int(line.split("/")[0].split()[1]) for line in lines if line.startswith("step "))
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert state["step"] >= reached >= 3, "".join(lines)
+    assert "paused at step" in "".join(lines) and "Traceback" not in "".join(lines)
+    time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-s", str(run.pid)], capture_output=True).returncode == 1  # no worker left
