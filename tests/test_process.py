@@ -205,3 +205,34 @@ def test_a_port_held_by_an_orphaned_server_names_it_and_how_to_stop_it(tmp_path)
     finally:
         os.killpg(orphan, signal.SIGTERM)
         assert _wait_until(lambda: not live_group_members(orphan))
+
+
+def test_children_start_cleanly_while_grpc_channels_are_busy(repository_server):
+    # A preexec_fn made subprocess fork(), which runs gRPC's fork handlers: about 1 child in 6 died before its exec
+    # (SIGABRT) in a process streaming video to a server. popen_tied asks for the death signal through setpriv.
+    import numpy as np
+
+    from orinkit.client import Client
+    from orinkit.server.spawn import popen_tied
+
+    stop = threading.Event()
+    x = np.ones(4, np.float32)
+
+    def hammer(client):
+        while not stop.is_set():
+            for future in [client.submit(x, x, in_flight=4) for _ in range(4)]:
+                future.result()
+
+    with Client(repository_server.command.grpc_url, "add_sub") as client:
+        client(x, x)
+        thread = threading.Thread(target=hammer, args=(client,), daemon=True)
+        thread.start()
+        try:
+            codes = []
+            for _ in range(100):
+                child = popen_tied(["/bin/true"])
+                codes.append(child.wait(timeout=30))
+        finally:
+            stop.set()
+            thread.join(60)
+    assert codes == [0] * 100, sorted(set(codes))
