@@ -9,6 +9,12 @@ INSTALLED := $(VENV)/.orinkit-installed
 # downloading several GB.
 TORCH ?= torch==2.14.1 torchvision==0.29.1
 CHROMIUM ?= /usr/bin/chromium
+# GStreamer for the video tests: gst-rtsp-server serves the test camera, csi:// and gst:// sources run on it. The
+# marker is gstreamer1.0-libav's plugin (the software H.264 decoder): the one package of the set a desktop Debian
+# with GStreamer usually lacks.
+GSTREAMER ?= /usr/lib/$(shell uname -m)-linux-gnu/gstreamer-1.0/libgstlibav.so
+GSTREAMER_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good \
+	gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly gstreamer1.0-libav
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export ORINKIT_CHROMIUM := $(CHROMIUM)
 
@@ -17,7 +23,7 @@ export ORINKIT_CHROMIUM := $(CHROMIUM)
 demo: $(INSTALLED)
 	$(PY) -m orinkit.lanes.demo $(ARGS)
 
-test: $(INSTALLED) $(CHROMIUM)
+test: $(INSTALLED) $(CHROMIUM) $(GSTREAMER)
 	$(PY) -m pytest $(ARGS)
 
 # The device page's browser tests drive Debian's chromium (about a minute and 500 MB on a fresh machine; as root,
@@ -26,6 +32,13 @@ $(CHROMIUM):
 	command -v apt-get >/dev/null || { echo "install Chromium at $(CHROMIUM) (or set CHROMIUM=...)"; exit 1; }
 	$(SUDO) apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium
+
+# The video tests' RTSP camera and GStreamer sources (as root, or with sudo). The camera runs under the system
+# Python: python3-gi has no PyPI wheel.
+$(GSTREAMER):
+	command -v apt-get >/dev/null || { echo "install GStreamer: $(GSTREAMER_PACKAGES) (or set GSTREAMER=...)"; exit 1; }
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(GSTREAMER_PACKAGES)
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
@@ -37,5 +50,5 @@ $(PY):
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet]'
+	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video]'
 	touch $@

@@ -445,9 +445,12 @@ class Client:
                     old.shutdown(wait=True)
             return self._pool
 
-    def submit(self, *arrays, outputs: Sequence[str] | None = None, **named) -> Future:
-        """Run one inference on a worker thread; the future holds what ``__call__`` would return."""
-        return self._executor(4).submit(lambda: self._worker()(*arrays, outputs=outputs, **named))
+    def submit(self, *arrays, outputs: Sequence[str] | None = None, in_flight: int = 4, **named) -> Future:
+        """Run one inference on a worker thread; the future holds what ``__call__`` would return. The pool grows
+        to ``in_flight`` workers (each with its own channel), so that many requests can be in flight at once."""
+        if in_flight < 1:
+            raise InvalidInputError(f"in_flight {in_flight} runs nothing", hint="use 1 or more")
+        return self._executor(in_flight).submit(lambda: self._worker()(*arrays, outputs=outputs, **named))
 
     def map(self, samples: Iterable, *, concurrency: int = 4, outputs: Sequence[str] | None = None) -> Iterator:
         """Results for ``samples`` (each an array, a tuple of arrays, or a dict by input name), in order, with up

@@ -23,6 +23,9 @@ INSTALL_HINTS = {
     "pytriton": "run: pip install 'orinkit[server]'",
     "PIL": "run: pip install 'orinkit[server]' (Pillow)",
     "boto3": "run: pip install 'orinkit[fleet]'",
+    "av": "run: pip install 'orinkit[video]' (PyAV; 17.1 on JetPack 6's Python 3.10)",
+    "gi": "GStreamer's Python bindings come from the system: apt install python3-gi gstreamer1.0-tools (JetPack has "
+          "them); create the venv with --system-site-packages",
     "tensorrt": _JETPACK_HINT.format(apt="apt: python3-libnvinfer", extra="tensorrt"),
     "pycuda": _JETPACK_HINT.format(apt="pip install pycuda against JetPack's CUDA", extra="device"),
 }

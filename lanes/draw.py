@@ -35,20 +35,29 @@ def road_image(width: int = 1280, height: int = 720, *, seed: int = 0) -> bytes:
 FOUND, TRUE = (255, 40, 40), (40, 220, 90)
 
 
+def draw_lanes(picture, lanes: Sequence, *, colour=FOUND, width: int = 3, scale=(1.0, 1.0)) -> None:
+    """Draw ``lanes`` (objects with ``.points``, or [M, 2] arrays) as lines on a PIL image, in place. ``scale`` is
+    the lanes' pixels per pixel of the picture, (x, y): (2, 2) for lanes of a source twice the picture's size."""
+    from PIL import ImageDraw
+
+    draw = ImageDraw.Draw(picture)
+    sx, sy = (float(v) for v in scale)
+    for lane in lanes:
+        points = [(float(x) / sx, float(y) / sy) for x, y in getattr(lane, "points", lane)]
+        if len(points) > 1:
+            draw.line(points, fill=colour, width=width, joint="curve")
+
+
 def overlay(image: bytes, lanes: Sequence, path, *, truth: Sequence | None = None) -> None:
     """Write ``image`` as a PNG to ``path`` with the found lanes (objects with ``.points``, or [M, 2] arrays, in its
     pixels) drawn in red over the true lanes in green, when ``truth`` is given."""
-    from PIL import Image, ImageDraw
+    from PIL import Image
 
     from orinkit.core.files import atomic_write_bytes
 
     picture = Image.open(io.BytesIO(image)).convert("RGB")
-    draw = ImageDraw.Draw(picture)
     for colour, width, group in ((TRUE, 7, truth or ()), (FOUND, 3, lanes)):
-        for lane in group:
-            points = [tuple(map(float, p)) for p in getattr(lane, "points", lane)]
-            if len(points) > 1:
-                draw.line(points, fill=colour, width=width, joint="curve")
+        draw_lanes(picture, group, colour=colour, width=width)
     buffer = io.BytesIO()
     picture.save(buffer, "PNG")
     atomic_write_bytes(path, buffer.getvalue())

@@ -90,3 +90,17 @@ def test_an_orinkit_error_is_one_line_and_its_exit_code(tmp_path, capsys):
     output = capsys.readouterr()
     assert output.err.startswith("error: model 'resnet50_oneflow' already exists") and output.err.count("\n") == 1
 
+
+
+def test_lane_video_answers_every_frame_draws_them_and_scores_them(tmp_path, capsys):
+    import av
+
+    facts, out = run_example("lane_video", tmp_path / "lane-video", capsys)
+    assert facts["answered"] == facts["read"] == facts["lines"] == 90
+    with av.open(facts["video"]) as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+        assert sum(1 for _ in container.decode(video=0)) == 90
+    if facts["trained"]:
+        assert facts["f1"] >= 0.9, out
+    else:
+        assert "random weights" in out

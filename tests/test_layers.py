@@ -125,3 +125,14 @@ def test_no_exported_name_is_also_a_submodule(package):
     folder = ROOT / package
     modules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
     assert not exported & modules, f"orinkit.{package} exports {sorted(exported & modules)}, also its submodules"
+
+
+def test_the_video_pipeline_loads_no_conversion_code_and_no_decoder_until_a_source_opens():
+    code = ("import sys, orinkit.video.pipeline, orinkit.video.lane_adapter, orinkit.cli.stream; "
+            "print('\\n'.join(sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(run.stdout.split())
+    assert "orinkit.video.pipeline" in loaded
+    heavy = {m for m in loaded if m.split(".")[0] in ("torch", "onnxruntime", "tensorrt", "onnx", "av", "gi")
+             or ".".join(m.split(".")[:2]) in ("orinkit.convert", "orinkit.server")}
+    assert not heavy, f"the video pipeline loads {sorted(heavy)}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -317,3 +318,60 @@ def test_off_loopback_the_page_needs_its_token(tab, ui_triton):
         assert other.unexpected(FAILED_REQUEST) == [], other.errors
     finally:
         guarded.stop()
+
+
+def test_the_live_view_shows_the_stream_and_its_figures(tab, ui_triton, tmp_path):
+    """A pipeline's live view beside the models, on a page that needs its token (the <img> carries it)."""
+    import numpy as np
+
+    from orinkit.video import Frame, Result
+    from orinkit.video.live import LiveView
+
+    view = LiveView()
+    live = make_page(ui_triton, host="127.0.0.2", token=TOKEN, live=view)
+    image = np.empty((360, 640, 3), np.uint8)
+    image[:, :320] = (200, 40, 20)  # BGR: blue on the left
+    image[:, 320:] = (30, 160, 230)  # orange on the right
+    stop = threading.Event()
+
+    def camera():
+        index = 0
+        while not stop.is_set():
+            now = time.time()
+            view.write(Result("rtsp://camera/1", Frame(index, image, now - 0.04), None, {}, now - 0.03, now))
+            view.stats({"fps": 29.7, "latency_ms": {"p50": 41.0, "p95": 48.5, "p99": 52.25}, "read": 120,
+                        "answered": 100, "dropped": 20, "sources": {"rtsp://camera/1": {"state": "running",
+                                                                                         "fps": 29.7, "dropped": 20}}})
+            index += 1
+            stop.wait(0.05)
+
+    writer = threading.Thread(target=camera, daemon=True)
+    writer.start()
+    try:
+        page = tab.page
+        page.goto(f"{live.address}?token={TOKEN}")
+        page.wait_for_selector("#live-panel:not([hidden])")
+        expect(page.locator("#live-fps")).to_have_text("29.7")
+        expect(page.locator("#live-p95")).to_have_text("48.5 ms")
+        expect(page.locator("#live-dropped")).to_have_text("20")
+        expect(page.locator('#live-sources tr[data-source="rtsp://camera/1"] .source-state')).to_have_text("running")
+        deadline = time.monotonic() + 15
+        while page.eval_on_selector("#live-image", "i => i.naturalWidth") != 640:
+            assert time.monotonic() < deadline, "the MJPEG stream never showed"
+            page.wait_for_timeout(100)
+        pixels = page.eval_on_selector("#live-image", """i => {
+            const c = document.createElement('canvas'); c.width = 640; c.height = 360;
+            const x = c.getContext('2d'); x.drawImage(i, 0, 0);
+            return [Array.from(x.getImageData(160, 180, 1, 1).data), Array.from(x.getImageData(480, 180, 1, 1).data)];
+        }""")
+        for got, want in zip(pixels, ([20, 40, 200, 255], [230, 160, 30, 255])):
+            assert max(abs(a - b) for a, b in zip(got, want)) <= 6, (got, want)
+        expect(state_of(page, "mnist")).to_have_text("READY")
+        assert page.locator("#error").is_hidden()
+        shoot(page, "live", tmp_path)
+        assert tab.unexpected() == []
+    finally:
+        stop.set()
+        writer.join()
+        view.close()
+        live.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -20,6 +21,14 @@ class Response:
     body: bytes
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StreamResponse:
+    """A response written as it comes (the live view's MJPEG): parts of one multipart body, never a length."""
+
+    content_type: str
+    parts: Generator[bytes, None, None]
 
 
 def json_response(payload, status: int = 200) -> Response:
@@ -117,3 +126,28 @@ def control(page, action: str, query) -> Response:
     _known(page, name)
     return json_response(run_action(action, name, url=page.url, repository=page.repository,
                                     timeout_s=page.control_timeout_s))
+
+
+def live(page, query) -> Response:
+    """The live view's newest figures, or ``{"live": false}`` when this page has none (not an error: the page
+    polls it and shows the section only when there is a view)."""
+    if page.live is None:
+        return json_response({"live": False})
+    return json_response(page.live.status())
+
+
+def live_mjpeg(page, stop) -> StreamResponse:
+    """The live view as MJPEG (multipart/x-mixed-replace, one image/jpeg part with its length per new frame), until
+    the view is closed or the page server stops (``stop``)."""
+    if page.live is None:
+        raise RequestError(404, "this page has no live view",
+                           hint="a page started with one has it: UiServer(..., live=LiveView())")
+    from orinkit.video.live import BOUNDARY
+
+    def parts() -> Iterator[bytes]:
+        for jpeg in page.live.frames(stop=stop):
+            yield (f"--{BOUNDARY}\r\nContent-Type: image/jpeg\r\nContent-Length: {len(jpeg)}\r\n\r\n".encode()
+                   + jpeg + b"\r\n")
+        # No closing "--boundary--": FFmpeg's MJPEG reader takes it for a part and fails; the last chunk ends it.
+
+    return StreamResponse(f"multipart/x-mixed-replace; boundary={BOUNDARY}", parts())

@@ -2,7 +2,8 @@
 
 * Off loopback the page needs a token (given, read from a file, or generated and printed once at start).
 * With a token every ``/api`` request carries ``Authorization: Bearer <token>``; the page itself and its static
-  files are not secret and need none (the page learns the token from its URL once).
+  files are not secret and need none (the page learns the token from its URL once). The live view's MJPEG,
+  loaded by an ``<img>`` that cannot send a header, takes it as ``?token=`` instead.
 * On a loopback bind the Host header must name the loopback address and port: a DNS-rebinding page on another
   site reaches 127.0.0.1 under its own host name and is refused.
 * A state change is a POST; a browser's cross-site POST (Origin or Sec-Fetch-Site says so) is refused, so another
@@ -15,6 +16,7 @@ import hmac
 import ipaddress
 import secrets
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from orinkit.ui.errors import RequestError, UnsafeBindError
 
@@ -94,6 +96,13 @@ def check_token(authorization: str | None, token: str | None) -> None:
         raise RequestError(401, "this page needs its token" if not authorization else "the token is wrong",
                            hint="open the URL edge-serve ui printed at start (it carries ?token=...), or send "
                                 "'Authorization: Bearer <token>'")
+
+
+def query_token(query: str) -> str | None:
+    """``?token=T`` as an Authorization value, for the one route a browser loads without headers: the live view's
+    ``<img>``. Not logged (the page logs paths only) nor sent on (Referrer-Policy: no-referrer)."""
+    values = parse_qs(query, max_num_fields=16).get("token")
+    return f"Bearer {values[0]}" if values and len(values) == 1 else None
 
 
 def check_same_origin(origin: str | None, fetch_site: str | None, host_header: str | None) -> None:

@@ -7,6 +7,8 @@ GET      /                                   the page
 GET      /static/<file>                      its script and style (a fixed table, never a path)
 GET      /api/models                         the repository index, I/O, image input, counts and latencies
 GET      /api/board?since=T                  the board monitor's samples after T
+GET      /api/live                           the live view's figures, or {"live": false} without one
+GET      /live.mjpg[?token=T]                the live view as MJPEG (an <img> sends no header: token in the query)
 POST     /api/try?model=M[&version=V]        the raw image as the body -> the try panel's answer and an id
 GET      /api/try/<id>/<output>.npy          one output of a kept answer
 POST     /api/control/{load,unload,rollback}?model=M   only with allow_control
@@ -25,6 +27,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from orinkit.core.errors import OrinkitError
@@ -32,7 +35,18 @@ from orinkit.ui import api
 from orinkit.ui.assets import load_assets
 from orinkit.ui.errors import AddressInUseError, RequestError, UiError, error_body, http_status
 from orinkit.ui.results import TryResults
-from orinkit.ui.security import HEADERS, check_host, check_same_origin, check_token, is_loopback, resolve_token
+from orinkit.ui.security import (
+    HEADERS,
+    check_host,
+    check_same_origin,
+    check_token,
+    is_loopback,
+    query_token,
+    resolve_token,
+)
+
+if TYPE_CHECKING:  # the video package brings numpy: the page imports it only when given a view
+    from orinkit.video.live import LiveView
 
 log = logging.getLogger("orinkit.ui")
 # The image step's own limits (orinkit.repo.pymodels.image_preprocess), written out: importing that module brings
@@ -80,13 +94,21 @@ class _Handler(BaseHTTPRequestHandler):
             response = api.json_response(error_body(exc), http_status(exc))
         if method == "POST" and not self._body_read:
             self.close_connection = True  # the unread body would be taken for the next request
-        self._send(response)
+        if isinstance(response, api.StreamResponse):
+            self._send_stream(response)
+        else:
+            self._send(response)
 
     def _route(self, page: UiServer, method: str) -> api.Response:
         url = urlsplit(self.path)
         path = url.path
         if page.check_host:
             check_host(self.headers.get("Host"), page.host, page.port)
+        if path == "/live.mjpg":
+            if method != "GET":
+                raise RequestError(405, f"{method} {path} is not allowed", hint="the live view is GET only")
+            check_token(self.headers.get("Authorization") or query_token(url.query), page.token)
+            return api.live_mjpeg(page, page.stopping)
         if not path.startswith("/api/"):
             if method != "GET":
                 raise RequestError(405, f"{method} {path[:80]} is not allowed", hint="the page's files are GET only")
@@ -105,6 +127,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return api.models(page, query)
             if path == "/api/board":
                 return api.board(page, query)
+            if path == "/api/live":
+                return api.live(page, query)
             if path.startswith("/api/try/"):
                 return api.try_npy(page, path)
         elif path == "/api/try":
@@ -112,7 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.startswith("/api/control/"):
             self._body(_SMALL_BODY)
             return api.control(page, path[len("/api/control/"):], query)
-        known = {"/api/models": "GET", "/api/board": "GET", "/api/try": "POST"}
+        known = {"/api/models": "GET", "/api/board": "GET", "/api/live": "GET", "/api/try": "POST"}
         if path in known or path.startswith(("/api/control/", "/api/try/")):
             raise RequestError(405, f"{method} {path[:80]} is not allowed", hint="see the page server's routes")
         raise RequestError(404, f"no such route: {method} {path[:120]}", hint="see the page server's routes")
@@ -147,6 +171,26 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(response.body)
 
+    def _send_stream(self, response: api.StreamResponse) -> None:
+        """Headers, then each part as a chunk as it comes, until the parts end (the last chunk) or the viewer goes
+        away. Chunked: a body of unknown length that ends at a closed connection reads as cut short to FFmpeg
+        (PyAV, OpenCV), where the last chunk is a clean end."""
+        self.close_connection = True
+        self.send_response(200)
+        for key, value in {**HEADERS, "Content-Type": response.content_type, "Cache-Control": "no-store",
+                           "Transfer-Encoding": "chunked", "Connection": "close"}.items():
+            self.send_header(key, value)
+        self.end_headers()
+        try:
+            for part in response.parts:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except (ConnectionError, TimeoutError):  # the viewer closed its tab, or stopped reading for `timeout`
+            pass
+        finally:
+            response.parts.close()
+
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """http.server's own refusals (a malformed request line, an unknown method, headers too long) as JSON."""
         try:
@@ -173,7 +217,9 @@ class UiServer:
     API: the models panel, read without tritonclient or numpy; default: found from ``url`` by
     :func:`orinkit.ui.models.http_url_for`, its host and the HTTP port of that same server; ``http_how`` says how).
     ``start()`` binds and serves in a thread; ``stop()`` ends it and the board monitor. Refused at construction: a
-    non-loopback ``host`` without a token (unless ``generate_token``), control without a repository."""
+    non-loopback ``host`` without a token (unless ``generate_token``), control without a repository. ``live``
+    (an :class:`orinkit.video.live.LiveView` a pipeline writes to) adds the live view: ``/live.mjpg`` and
+    ``/api/live``, and the page's Live section."""
 
     def __init__(self, url: str = "localhost:8001", *, http_url: str | None = None, host: str = "127.0.0.1",
                  port: int = 8080,
@@ -181,7 +227,7 @@ class UiServer:
                  repository: str | Path | None = None, allow_control: bool = False,
                  max_upload_bytes: int | None = None, max_pixels: int | None = None, monitor=None,
                  board_interval_s: float = 1.0, board_history_s: float = 300.0, stats_window_s: float = 10.0,
-                 try_timeout_s: float = 60.0, control_timeout_s: float = 300.0) -> None:
+                 try_timeout_s: float = 60.0, control_timeout_s: float = 300.0, live: LiveView | None = None) -> None:
         from orinkit.ui.models import HttpAddress, TritonHTTP, http_url_for
 
         self.url, self.host, self.port = url, host, port
@@ -209,6 +255,8 @@ class UiServer:
         self._stats_window_s = stats_window_s
         self.assets = load_assets()
         self.results = TryResults()
+        self.live = live
+        self.stopping = threading.Event()  # ends the live view's streams, which would otherwise wait for frames
         self.monitor = self.models = None
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -244,6 +292,7 @@ class UiServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
+        self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()

@@ -319,10 +319,47 @@ function downloads(result) {
   }
 }
 
+// --- live view -----------------------------------------------------------------------------------------------
+
+// The MJPEG stream is an <img>: it cannot send the token as a header, so the token goes in its URL (same origin,
+// no referrer sent, never logged by the page server). The figures come from /api/live, polled.
+async function refreshLive() {
+  try {
+    const data = await api("/api/live");
+    $("live-panel").hidden = !data.live;
+    if (!data.live) return report("live", null);
+    const image = $("live-image");
+    if (!image.getAttribute("src") && !data.closed) {
+      const token = sessionStorage.getItem(TOKEN_KEY);
+      image.src = "/live.mjpg" + (token ? "?token=" + encodeURIComponent(token) : "");
+    }
+    const s = data.stats || {}, latency = s.latency_ms || {};
+    $("live-fps").textContent = fmt(s.fps, 1);
+    for (const q of ["p50", "p95", "p99"]) $("live-" + q).textContent = `${fmt(latency[q], 1)} ms`;
+    for (const key of ["read", "answered", "dropped"]) $("live-" + key).textContent = fmt(s[key], 0);
+    const body = document.querySelector("#live-sources tbody");
+    body.replaceChildren(...Object.entries(s.sources || {}).map(([name, source]) => {
+      const row = el("tr");
+      row.dataset.source = name;
+      row.append(el("td", name), el("td", source.state, "source-state"),
+        el("td", `${fmt(source.fps, 1)} fps, ${fmt(source.dropped, 0)} dropped`, "num"));
+      return row;
+    }));
+    $("live-note").textContent = data.closed ? "the stream has ended (the last frame stays)" :
+      data.frames ? `frame ${data.last.frame} of ${data.last.source}, ${data.size[0]}x${data.size[1]}` :
+        "waiting for the first answered frame";
+    report("live", null);
+  } catch (error) {
+    report("live", error);
+  }
+}
+
 // --- start -------------------------------------------------------------------------------------------------
 
 $("try-form").addEventListener("submit", runTry);
 refreshModels();
 refreshBoard();
+refreshLive();
 setInterval(refreshModels, 3000);
 setInterval(refreshBoard, 2000);
+setInterval(refreshLive, 1000);

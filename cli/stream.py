@@ -1,0 +1,171 @@
+"""``edge-stream``: video sources into a served model at stream rate, answers as JSON lines and an annotated MP4."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from orinkit.cli.base import CommandError, OrinkitCommand
+from orinkit.core.errors import EXIT_INTERRUPTED, OrinkitError
+from orinkit.video.errors import SourceError
+from orinkit.video.reader import POLICIES
+from orinkit.video.sources import DECODERS
+
+PROGRESS_EVERY_S = 5.0
+
+
+def summary_lines(stats: dict) -> list[str]:
+    latency = stats["latency_ms_overall"]
+    lines = [f"read {stats['read']}, answered {stats['answered']}, dropped {stats['dropped']}, "
+             f"failed {stats['failed']} in {stats['elapsed_s']:.1f} s: {stats['fps_overall']:.1f} answers/s; "
+             f"capture→answer p50 {_ms(latency['p50'])}, p95 {_ms(latency['p95'])}, p99 {_ms(latency['p99'])}"]
+    if len(stats["sources"]) > 1:
+        for name, source in stats["sources"].items():
+            lines.append(f"  {name}: {source['state']}, read {source['read']}, answered {source['answered']}, "
+                         f"dropped {source['dropped']}, reconnects {source['reconnects']}")
+    return lines
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.0f} ms"
+
+
+def _progress_line(stats: dict) -> str:
+    latency = stats["latency_ms"]
+    return (f"{stats['fps']:.1f} answers/s, capture→answer p50 {_ms(latency['p50'])} p95 {_ms(latency['p95'])}, "
+            f"read {stats['read']}, answered {stats['answered']}, dropped {stats['dropped']}")
+
+
+class _Progress:
+    """A sink that prints a progress line every few seconds (stderr), so a long stream shows it is alive."""
+
+    name = "progress"
+
+    def __init__(self, echo) -> None:
+        self.echo, self.last = echo, 0.0
+
+    def write(self, result) -> None:
+        pass
+
+    def stats(self, snapshot: dict) -> None:
+        import time
+
+        if time.monotonic() - self.last >= PROGRESS_EVERY_S and snapshot["answered"]:
+            self.last = time.monotonic()
+            self.echo(_progress_line(snapshot))
+
+    def close(self) -> None:
+        pass
+
+
+@click.command(cls=OrinkitCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
+@click.option("--model", required=True, help="The served model (or ensemble), e.g. lane_detection.")
+@click.option("--url", default="localhost:8001", show_default=True, help="gRPC address of the server.")
+@click.option("--save", type=click.Path(dir_okay=False), default=None,
+              help="Annotated H.264 MP4 of the answered frames (one source).")
+@click.option("--results", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="One JSON line per answered frame ('-' for stdout).")
+@click.option("--frames", type=int, default=None, help="Stop after sending this many frames.")
+@click.option("--in-flight", type=int, default=None,
+              help="Requests in flight per source (default 1 for live sources: fresh answers; 2 for files).")
+@click.option("--realtime", is_flag=True, help="Pace files to their timestamps (frames the model misses drop).")
+@click.option("--policy", type=click.Choice(POLICIES), default=None,
+              help="Frame policy: latest (live default) or every (files' default).")
+@click.option("--read-timeout", type=float, default=3.0, show_default=True,
+              help="Seconds without a frame before a live source counts as stalled and is reopened.")
+@click.option("--max-reconnects", type=int, default=None, help="Give a live source up after this many failed "
+              "reopens in a row (default: never).")
+@click.option("--decoder", type=click.Choice(DECODERS), default="auto", show_default=True,
+              help="gstreamer: RTSP through the Orin's hardware decoder (nvv4l2decoder).")
+@click.option("--view", default=None, metavar="[HOST:]PORT",
+              help="Serve the device page with a live view of the annotated frames on this address (off loopback "
+                   "with a token, printed once).")
+@click.option("--quiet", is_flag=True, help="No progress lines (events and the summary still print).")
+def main(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,
+         decoder, view, quiet) -> None:
+    """Stream SOURCE (a video file, an image folder, file://, rtsp://, v4l2:///dev/videoN, csi://N or
+    gst://PIPELINE; several for several cameras) into MODEL on a Triton server. Live sources keep only the newest
+    frame and are reopened when they drop; files send every frame in order. Ctrl-C ends it with the files
+    complete and prints the summary."""
+    echo = lambda message: click.echo(message, err=True)  # noqa: E731 - stdout may carry the JSON lines
+    try:
+        summary = _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout,
+                          max_reconnects, decoder, view, quiet, echo)
+    except OrinkitError as exc:
+        raise CommandError(exc) from exc
+    for line in summary_lines(summary.stats):
+        echo(line)
+    for line in summary.errors:
+        echo(f"error: {line}")
+    if summary.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    failed = [r for r in summary.stats["sources"].values() if r["state"] == "failed"]
+    if failed and len(failed) == len(summary.stats["sources"]):
+        raise CommandError(SourceError("every source failed", hint="see the errors above"))
+
+
+def _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,
+            decoder, view, quiet, echo):
+    from orinkit.client import Client
+    from orinkit.video.adapters import adapter_for
+    from orinkit.video.pipeline import Pipeline
+
+    if save and len(sources) > 1:
+        raise SourceError("--save writes one source's video, and several sources are given",
+                          hint="run one edge-stream per source to save each, or use --results for all")
+    if max_reconnects is not None and max_reconnects < 0:
+        raise SourceError(f"--max-reconnects {max_reconnects} is below 0", hint="give 0 or more")
+    pipeline_sources = list(sources)
+    with Client(url, model) as client:
+        adapter = adapter_for(client.info)
+        sinks = _sinks(adapter, save, results, view, url, quiet, echo)
+        pipeline = Pipeline(pipeline_sources, client, adapter, sinks=[s for s, _ in sinks], in_flight=in_flight,
+                            frames=frames, policy=policy, realtime=realtime, read_timeout_s=read_timeout,
+                            max_reconnects=max_reconnects, decoder=decoder,
+                            on_event=lambda event: echo(event.text()),
+                            on_sink_error=lambda name, error: echo(f"sink {name} dropped: {error}"))
+        try:
+            return pipeline.run()
+        finally:
+            for _, stop in sinks:
+                if stop is not None:
+                    stop()
+
+
+def _sinks(adapter, save, results, view, url, quiet, echo) -> list:
+    """(sink, extra stop) pairs: the files first (so they are complete whatever else fails), then the view."""
+    from orinkit.video.sinks import JsonLinesSink
+
+    sinks = []
+    if results:
+        sinks.append((JsonLinesSink(sys.stdout if results == "-" else results), None))
+    if save:
+        from orinkit.video.mp4 import Mp4Sink
+
+        sinks.append((Mp4Sink(save, draw=adapter.draw), None))
+    if view:
+        sinks.append(_view(view, url, adapter, echo))
+    if not quiet:
+        sinks.append((_Progress(echo), None))
+    return sinks
+
+
+def _view(address: str, url: str, adapter, echo):
+    from orinkit.ui.server import UiServer
+    from orinkit.video.live import LiveView
+
+    host, _, port = address.rpartition(":")
+    if not port.isdigit():
+        raise SourceError(f"--view '{address}' is not [HOST:]PORT", hint="e.g. --view 8080 or --view 0.0.0.0:8080")
+    live = LiveView(draw=adapter.draw)
+    # Off loopback the page needs a token: one is made and printed once (it is in no log or file).
+    server = UiServer(url, host=host or "127.0.0.1", port=int(port), live=live, generate_token=True).start()
+    token = f"?token={server.token}" if server.token_generated else ""
+    echo(f"live view on {server.address}{token}")
+    return live, server.stop
+
+
+if __name__ == "__main__":
+    main()

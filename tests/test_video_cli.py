@@ -1,0 +1,127 @@
+"""``edge-stream`` in-process (click's CliRunner) and as a process stopped by SIGINT, on a real tritonserver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from video_models import build_video_repository, write_clip
+
+from orinkit.cli.stream import main
+
+av = pytest.importorskip("av")
+
+
+@pytest.fixture(scope="module")
+def url(triton_server_factory, tmp_path_factory):
+    repository = build_video_repository(tmp_path_factory.mktemp("video-cli") / "models")
+    return triton_server_factory(repository).command.grpc_url
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clip") / "clip.mp4"
+    write_clip(path, frames=45)
+    return path
+
+
+def _video_frames(path) -> tuple[str, int, tuple[int, int]]:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(stream))
+        return stream.codec_context.name, frames, (stream.width, stream.height)
+
+
+def test_a_file_gives_a_json_line_per_frame_an_mp4_and_a_summary(url, clip, tmp_path):
+    results, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
+    run = CliRunner().invoke(main, [str(clip), "--model", "frame_means", "--url", url, "--results", str(results),
+                                    "--save", str(video), "--quiet"])
+    assert run.exit_code == 0, run.output
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [line["frame"] for line in lines] == list(range(45))
+    assert all(line["latency_ms"] > 0 and len(line["answer"]["MEANS"]) == 3 for line in lines)
+    assert _video_frames(video) == ("h264", 45, (640, 360))
+    assert "read 45, answered 45, dropped 0, failed 0" in run.output
+    assert not list(tmp_path.glob(".*part"))
+
+
+@pytest.mark.parametrize(("source", "code", "words"), [
+    ("missing.mp4", 4, "no video file or image folder at missing.mp4"),
+    ("http://camera/stream", 4, "'http://' is not a video source"),
+    ("rtsp://127.0.0.1:9/cam", 6, "cannot reach rtsp://127.0.0.1:9/cam"),
+    ("csi://front", 4, "names no sensor number"),
+])
+def test_a_bad_source_is_one_line_and_its_exit_code(url, tmp_path, source, code, words):
+    run = CliRunner().invoke(main, [source, "--model", "frame_means", "--url", url])
+    assert run.exit_code == code, run.output
+    assert words in run.output and "Traceback" not in run.output
+    assert len(run.output.strip().splitlines()) == 1
+
+
+def test_options_that_do_not_apply_are_refused(url, clip):
+    run = CliRunner().invoke(main, [str(clip), str(clip), "--model", "frame_means", "--url", url, "--save", "x.mp4"])
+    assert run.exit_code == 4 and "--save writes one source's video" in run.output
+    run = CliRunner().invoke(main, ["rtsp://127.0.0.1:9/cam", "--model", "frame_means", "--url", url, "--realtime"])
+    assert run.exit_code == 4 and "--realtime applies to files" in run.output
+    run = CliRunner().invoke(main, [str(clip), "--model", "frame_means", "--url", url, "--decoder", "gstreamer"])
+    assert run.exit_code == 4 and "applies to rtsp:// sources" in run.output
+
+
+def test_sigint_ends_the_stream_with_complete_files(url, tmp_path):
+    long_clip = tmp_path / "long.mp4"
+    write_clip(long_clip, frames=300)
+    results, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orinkit.cli.stream", str(long_clip), "--model", "slow_means", "--url", url,
+         "--realtime", "--results", str(results), "--save", str(video)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 5):
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    answered = len(results.read_text().splitlines())
+    assert f"answered {answered}," in err and "Traceback" not in err
+    assert _video_frames(video)[1] == answered  # the MP4 is complete: its trailer written, every answer in it
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".part")]
+
+
+def test_view_serves_the_annotated_frames_and_figures_on_the_device_page(url, tmp_path):
+    import urllib.request
+
+    from video_fixtures import free_port
+
+    long_clip = tmp_path / "long.mp4"
+    write_clip(long_clip, frames=300)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "orinkit.cli.stream", str(long_clip), "--model", "frame_means", "--url", url,
+         "--realtime", "--view", f"127.0.0.1:{port}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        assert line.startswith(f"live view on http://127.0.0.1:{port}/"), line
+        deadline = time.monotonic() + 30
+        while True:
+            status = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/live", timeout=5).read())
+            if status.get("live") and (status.get("stats") or {}).get("answered") or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert status["live"] and status["stats"]["answered"] > 0, status
+        with av.open(f"http://127.0.0.1:{port}/live.mjpg", format="mpjpeg") as container:
+            frames = [frame.to_ndarray(format="bgr24") for _, frame in zip(range(3), container.decode(video=0))]
+        assert [f.shape for f in frames] == [(360, 640, 3)] * 3
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 130 and "Traceback" not in err
+    finally:
+        process.kill()

@@ -1,0 +1,114 @@
+"""The video pipeline on a real tritonserver: an H.264 clip encoded here, decoded by PyAV, every frame answered in
+order by a Python-backend model under the dynamic batcher; policies, limits and bad sources."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from video_models import build_video_repository, write_clip
+
+from orinkit.client import Client
+from orinkit.video import NotAVideoError, SourceNotFoundError, UnsupportedSourceError
+from orinkit.video.adapters import ImageAdapter, adapter_for
+from orinkit.video.pipeline import Pipeline
+
+pytest.importorskip("av")
+
+
+class Collect:
+    """A sink keeping what it is given (the pipeline's contract: write, stats, close)."""
+
+    name = "collect"
+
+    def __init__(self) -> None:
+        self.results, self.snapshots, self.closed = [], [], False
+
+    def write(self, result) -> None:
+        self.results.append(result)
+
+    def stats(self, snapshot) -> None:
+        self.snapshots.append(snapshot)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture(scope="module")
+def url(triton_server_factory, tmp_path_factory):
+    repository = build_video_repository(tmp_path_factory.mktemp("video") / "models")
+    return triton_server_factory(repository).command.grpc_url
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clip") / "clip.mp4"
+    return path, write_clip(path, frames=60)
+
+
+def test_a_file_is_answered_frame_by_frame_in_order(url, clip):
+    path, written = clip
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        adapter = adapter_for(client.info)
+        assert isinstance(adapter, ImageAdapter) and adapter.size == (640, 360)
+        summary = Pipeline([str(path)], client, adapter, sinks=[collect], in_flight=4).run()
+    assert [r.frame.index for r in collect.results] == list(range(60))
+    expected = np.array([w.reshape(-1, 3).mean(axis=0) for w in written])
+    answered = np.array([r.answer for r in collect.results]).reshape(60, 3)
+    assert np.abs(answered - expected).max() < 3.0  # H.264 at crf 18 moves a frame's mean by a level or two
+    stats = summary.stats
+    assert (stats["read"], stats["answered"], stats["dropped"], stats["failed"]) == (60, 60, 0, 0)
+    assert all(r.frame.captured <= r.sent <= r.answered <= r.sunk for r in collect.results)
+    assert collect.closed and collect.snapshots[-1]["answered"] == 60
+    assert summary.events[0].state == "running" and summary.events[-1].state == "ended"
+    assert not summary.interrupted and not summary.errors
+
+
+def test_frames_stops_after_that_many_and_the_sinks_close(url, clip):
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        summary = Pipeline([str(clip[0])], client, adapter_for(client.info), sinks=[collect], frames=7).run()
+    assert [r.frame.index for r in collect.results] == list(range(7))
+    assert summary.stats["answered"] == 7 and collect.closed
+
+
+def test_a_file_paced_in_real_time_into_a_slow_model_drops_frames_and_keeps_latency_bounded(url, clip):
+    collect = Collect()
+    with Client(url, "slow_means") as client:
+        summary = Pipeline([str(clip[0])], client, adapter_for(client.info), sinks=[collect], realtime=True,
+                           in_flight=1).run()
+    stats = summary.stats
+    # 60 frames over 2 s into a model taking 100 ms a call: about 20 answered, the rest dropped after decoding.
+    assert stats["read"] == 60 and stats["dropped"] > 20 and stats["answered"] + stats["dropped"] == 60
+    indices = [r.frame.index for r in collect.results]
+    assert indices == sorted(indices) and indices[-1] >= 55  # the newest frames, not the first ones queued
+    # Each answer is for a frame at most one model call old when sent: no queue builds up.
+    assert max(r.sent - r.frame.captured for r in collect.results) < 0.5
+
+
+def test_two_files_share_the_server_and_both_finish(url, clip, tmp_path):
+    other = tmp_path / "other.mp4"
+    write_clip(other, frames=30)
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        summary = Pipeline([str(clip[0]), str(other)], client, adapter_for(client.info), sinks=[collect]).run()
+    by_source = {}
+    for result in collect.results:
+        by_source.setdefault(result.source, []).append(result.frame.index)
+    assert by_source == {str(clip[0]): list(range(60)), str(other): list(range(30))}
+    assert {s["state"] for s in summary.stats["sources"].values()} == {"ended"}
+
+
+def test_bad_sources_are_refused_before_anything_is_sent(url, tmp_path):
+    text = tmp_path / "notes.mp4"
+    text.write_text("not a video")
+    with Client(url, "frame_means") as client:
+        adapter = adapter_for(client.info)
+        with pytest.raises(SourceNotFoundError, match="no video file or image folder at"):
+            Pipeline([str(tmp_path / "missing.mp4")], client, adapter)
+        with pytest.raises(UnsupportedSourceError, match="'http://' is not a video source"):
+            Pipeline(["http://camera/stream"], client, adapter)
+        with pytest.raises(NotAVideoError, match="is not a video FFmpeg can read"):
+            Pipeline([str(text)], client, adapter).run()
+        with pytest.raises(NotAVideoError, match="holds no images"):
+            Pipeline([str(tmp_path)], client, adapter).run()
