@@ -3,6 +3,8 @@ order by a Python-backend model under the dynamic batcher; policies, limits and 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from video_models import build_video_repository, write_clip
@@ -112,3 +114,39 @@ def test_bad_sources_are_refused_before_anything_is_sent(url, tmp_path):
             Pipeline([str(text)], client, adapter).run()
         with pytest.raises(NotAVideoError, match="holds no images"):
             Pipeline([str(tmp_path)], client, adapter).run()
+
+
+def test_a_folder_of_published_photos_is_a_source_in_name_order(url, tmp_path):
+    # scikit-learn's two sample photographs (427x640 JPEG): images nobody here made, scaled to the model's size.
+    import shutil
+
+    import sklearn
+    from PIL import Image
+
+    images = Path(sklearn.__file__).parent / "datasets" / "images"
+    for name in ("flower.jpg", "china.jpg"):
+        shutil.copy(images / name, tmp_path / name)
+    (tmp_path / "notes.txt").write_text("not an image")
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        summary = Pipeline([str(tmp_path)], client, adapter_for(client.info), sinks=[collect]).run()
+    assert summary.stats["answered"] == 2
+    for result, name in zip(collect.results, ("china.jpg", "flower.jpg")):
+        with Image.open(images / name) as photo:
+            expected = np.asarray(photo.convert("RGB").resize((640, 360), Image.BILINEAR))[:, :, ::-1]
+            assert result.frame.source_size == photo.size
+        assert np.array_equal(result.frame.image, expected)  # BGR, scaled, exactly what Pillow makes
+        assert np.allclose(result.answer.reshape(3), expected.reshape(-1, 3).mean(axis=0), atol=0.01)
+
+
+def test_a_1080p_file_is_scaled_inside_the_decoder_and_keeps_its_source_size(url, tmp_path):
+    path = tmp_path / "hd.mp4"
+    written = write_clip(path, frames=5, size=(1920, 1080))
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        Pipeline([str(path)], client, adapter_for(client.info), sinks=[collect]).run()
+    assert [r.frame.image.shape for r in collect.results] == [(360, 640, 3)] * 5
+    assert {r.frame.source_size for r in collect.results} == {(1920, 1080)}
+    means = np.array([r.answer.reshape(3) for r in collect.results])
+    expected = np.array([w.reshape(-1, 3).mean(axis=0) for w in written])
+    assert np.abs(means - expected).max() < 3.0
