@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
 
 import click
 
@@ -108,64 +111,115 @@ def main(sources, model, url, save, results, frames, in_flight, realtime, policy
 
 def _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,
             decoder, view, quiet, echo):
-    from orinkit.client import Client
-    from orinkit.video.adapters import adapter_for
     from orinkit.video.pipeline import Pipeline
+    from orinkit.video.sinks import check_output
+    from orinkit.video.uri import parse_source
 
-    if save and len(sources) > 1:
+    # Everything that can be judged without the server is judged first: a typo costs no wait for the model.
+    specs = [parse_source(source) for source in sources]
+    if save and len(specs) > 1:
         raise SourceError("--save writes one source's video, and several sources are given",
                           hint="run one edge-stream per source to save each, or use --results for all")
     if max_reconnects is not None and max_reconnects < 0:
         raise SourceError(f"--max-reconnects {max_reconnects} is below 0", hint="give 0 or more")
-    pipeline_sources = list(sources)
-    with Client(url, model) as client:
-        adapter = adapter_for(client.info)
-        sinks = _sinks(adapter, save, results, view, url, quiet, echo)
-        pipeline = Pipeline(pipeline_sources, client, adapter, sinks=[s for s, _ in sinks], in_flight=in_flight,
-                            frames=frames, policy=policy, realtime=realtime, read_timeout_s=read_timeout,
-                            max_reconnects=max_reconnects, decoder=decoder,
-                            on_event=lambda event: echo(event.text()),
+    if save:
+        check_output(save, "MP4", ".mp4")
+    if results and results != "-":
+        check_output(results, "JSON lines", ".jsonl", required=False)
+    address = _view_address(view) if view else None
+    with _connected(url, model, echo) as (client, adapter):
+        pipeline = Pipeline(specs, client, adapter, in_flight=in_flight, frames=frames, policy=policy,
+                            realtime=realtime, read_timeout_s=read_timeout, max_reconnects=max_reconnects,
+                            decoder=decoder, on_event=lambda event: echo(event.text()),
                             on_sink_error=lambda name, error: echo(f"sink {name} dropped: {error}"))
+        stops = _add_sinks(pipeline, adapter, save, results, address, url, quiet, echo)
         try:
             return pipeline.run()
         finally:
-            for _, stop in sinks:
-                if stop is not None:
-                    stop()
+            for stop in stops:
+                stop()
 
 
-def _sinks(adapter, save, results, view, url, quiet, echo) -> list:
-    """(sink, extra stop) pairs: the files first (so they are complete whatever else fails), then the view."""
+@contextlib.contextmanager
+def _connected(url: str, model: str, echo):
+    """The client and the model's adapter; a line on stderr when the server keeps us waiting."""
+    from orinkit.client import Client
+    from orinkit.video.adapters import adapter_for
+
+    with Client(url, model) as client:
+        waiting = threading.Timer(2.0, lambda: echo(f"waiting for '{model}' on {url} (up to "
+                                                    f"{client.ready_timeout_s:g} s): is tritonserver running there?"))
+        waiting.daemon = True
+        waiting.start()
+        try:
+            info = client.info
+        finally:
+            waiting.cancel()
+        yield client, adapter_for(info)
+
+
+def _add_sinks(pipeline, adapter, save, results, address, url, quiet, echo) -> list:
+    """Adds the outputs to ``pipeline`` and returns what stops them beyond the pipeline's close. The live view
+    first (its port may be taken), the MP4 next (a temporary file until it is complete), the JSON lines last: an
+    output that cannot start leaves none of the others behind."""
     from orinkit.video.sinks import JsonLinesSink
 
-    sinks = []
-    if results:
-        sinks.append((JsonLinesSink(sys.stdout if results == "-" else results), None))
-    if save:
-        from orinkit.video.mp4 import Mp4Sink
+    made, stops = [], []
+    try:
+        if address is not None:
+            live, stop = _view(address, url, adapter, echo)
+            made.append(live)
+            stops.append(stop)
+        if save:
+            from orinkit.video.mp4 import Mp4Sink
 
-        sinks.append((Mp4Sink(save, draw=adapter.draw), None))
-    if view:
-        sinks.append(_view(view, url, adapter, echo))
+            made.append(Mp4Sink(save, draw=adapter.draw))
+        if results:
+            made.append(JsonLinesSink(sys.stdout if results == "-" else results))
+    except BaseException:
+        for sink in made:
+            getattr(sink, "abort", sink.close)()
+        for stop in stops:
+            stop()
+        raise
     if not quiet:
-        sinks.append((_Progress(echo), None))
-    return sinks
+        made.append(_Progress(echo))
+    pipeline.sinks.extend(made)
+    return stops
 
 
-def _view(address: str, url: str, adapter, echo):
+def _view_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise SourceError(f"--view '{address}' is not [HOST:]PORT", hint="e.g. --view 8080 or --view 0.0.0.0:8080")
+    return host or "127.0.0.1", int(port)
+
+
+def _view(address: tuple[str, int], url: str, adapter, echo):
     from orinkit.ui.server import UiServer
     from orinkit.video.live import LiveView
 
-    host, _, port = address.rpartition(":")
-    if not port.isdigit():
-        raise SourceError(f"--view '{address}' is not [HOST:]PORT", hint="e.g. --view 8080 or --view 0.0.0.0:8080")
     live = LiveView(draw=adapter.draw)
     # Off loopback the page needs a token: one is made and printed once (it is in no log or file).
-    server = UiServer(url, host=host or "127.0.0.1", port=int(port), live=live, generate_token=True).start()
+    server = UiServer(url, host=address[0], port=address[1], live=live, generate_token=True).start()
     token = f"?token={server.token}" if server.token_generated else ""
     echo(f"live view on {server.address}{token}")
     return live, server.stop
 
 
+def run() -> None:
+    """The console script. After Ctrl-C or SIGTERM, once the outputs are complete and the summary printed, the
+    process ends at once: a Ctrl-C that lands in a gRPC call (the wait for the model) leaves grpcio's channel state
+    behind, and the interpreter's own exit then hung in its finaliser (2 runs in 6 measured here)."""
+    try:
+        main()
+    except SystemExit as end:
+        if end.code == EXIT_INTERRUPTED:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+        raise
+
+
 if __name__ == "__main__":
-    main()
+    run()

@@ -125,3 +125,29 @@ def test_view_serves_the_annotated_frames_and_figures_on_the_device_page(url, tm
         assert process.returncode == 130 and "Traceback" not in err
     finally:
         process.kill()
+
+
+def test_outputs_are_judged_before_the_server_is_waited_for(clip, tmp_path):
+    # No server at this address: a bad output path must be refused at once, not after the 30 s ready wait.
+    started = time.monotonic()
+    run = CliRunner().invoke(main, [str(clip), "--model", "frame_means", "--url", "127.0.0.1:9",
+                                    "--save", str(tmp_path / "missing" / "out.mp4")])
+    assert run.exit_code == 4 and "the folder of the MP4 output" in run.output
+    run = CliRunner().invoke(main, [str(clip), "--model", "frame_means", "--url", "127.0.0.1:9",
+                                    "--view", "localhost:http"])
+    assert run.exit_code == 4 and "is not [HOST:]PORT" in run.output
+    assert time.monotonic() - started < 10
+
+
+def test_an_output_that_cannot_start_leaves_no_other_behind(url, clip, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = CliRunner().invoke(main, [str(clip), "--model", "frame_means", "--url", url, "--view",
+                                        f"127.0.0.1:{port}", "--save", str(tmp_path / "out.mp4"),
+                                        "--results", str(tmp_path / "out.jsonl")])
+    assert run.exit_code == 5, run.output
+    assert list(tmp_path.iterdir()) == []

@@ -89,7 +89,7 @@ class Pipeline:
         self.max_reconnects, self.backoff, self.decoder = max_reconnects, backoff, decoder
         self.stats_interval_s = stats_interval_s
         self._on_event, self._on_sink_error = on_event, on_sink_error
-        self._sinks = list(sinks)
+        self.sinks = list(sinks)  # more may be added before run()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self.stats = StreamStats()
@@ -110,7 +110,7 @@ class Pipeline:
     def run(self) -> Summary:
         from orinkit.video.sinks import SinkSet
 
-        sinkset = SinkSet(self._sinks, on_error=self._sink_failed)
+        sinkset = SinkSet(self.sinks, on_error=self._sink_failed)
         sink_queue: queue.Queue = queue.Queue(SINK_QUEUE)
         sink_thread = threading.Thread(target=_sink_loop, args=(sinkset, sink_queue), name="orinkit-video-sinks",
                                        daemon=True)
