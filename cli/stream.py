@@ -11,7 +11,7 @@ import click
 
 from orinkit.cli.base import CommandError, OrinkitCommand
 from orinkit.core.errors import EXIT_INTERRUPTED, OrinkitError
-from orinkit.video.errors import SourceError
+from orinkit.video.errors import SourceError, SourceLostError, VideoError
 from orinkit.video.reader import POLICIES
 from orinkit.video.sources import DECODERS
 
@@ -106,7 +106,14 @@ def main(sources, model, url, save, results, frames, in_flight, realtime, policy
         sys.exit(EXIT_INTERRUPTED)
     failed = [r for r in summary.stats["sources"].values() if r["state"] == "failed"]
     if failed and len(failed) == len(summary.stats["sources"]):
-        raise CommandError(SourceError("every source failed", hint="see the errors above"))
+        raise CommandError(every_source_failed(summary.source_errors))
+
+
+def every_source_failed(errors: dict) -> VideoError:
+    """The exit names the cause when the sources share one (lost cameras: exit 6), bad input otherwise."""
+    if errors and all(isinstance(error, SourceLostError) for error in errors.values()):
+        return SourceLostError("every source was lost", hint="see the errors above; check the cameras and network")
+    return SourceError("every source failed", hint="see the errors above")
 
 
 def _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,

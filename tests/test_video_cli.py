@@ -1,4 +1,5 @@
-"""``edge-stream`` in-process (click's CliRunner) and as a process stopped by SIGINT, on a real tritonserver."""
+"""``edge-stream`` in-process (click's CliRunner) and as a process stopped by SIGINT or SIGTERM, on a real
+tritonserver."""
 
 from __future__ import annotations
 
@@ -73,7 +74,8 @@ def test_options_that_do_not_apply_are_refused(url, clip):
     assert run.exit_code == 4 and "applies to rtsp:// sources" in run.output
 
 
-def test_sigint_ends_the_stream_with_complete_files(url, tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_ends_the_stream_with_complete_files(url, tmp_path, stop):
     long_clip = tmp_path / "long.mp4"
     write_clip(long_clip, frames=300)
     results, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
@@ -85,7 +87,7 @@ def test_sigint_ends_the_stream_with_complete_files(url, tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 5):
             time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         _, err = process.communicate(timeout=30)
     finally:
         process.kill()
@@ -151,3 +153,33 @@ def test_an_output_that_cannot_start_leaves_no_other_behind(url, clip, tmp_path)
                                         "--results", str(tmp_path / "out.jsonl")])
     assert run.exit_code == 5, run.output
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("source", "code"), [("rtsp://127.0.0.1:9/cam", 6), ("notes.mp4", 4)])
+def test_a_source_that_cannot_be_opened_is_one_line_and_leaves_no_output(url, tmp_path, source, code):
+    (tmp_path / "notes.mp4").write_text("not a video")
+    out = tmp_path / "out"
+    out.mkdir()
+    source = str(tmp_path / source) if "://" not in source else source
+    run = CliRunner().invoke(main, [source, "--model", "frame_means", "--url", url, "--save", str(out / "o.mp4"),
+                                    "--results", str(out / "o.jsonl")])
+    assert run.exit_code == code, run.output
+    assert run.output.startswith("Error: ") and len(run.output.strip().splitlines()) == 1, run.output
+    assert list(out.iterdir()) == []  # neither an empty JSON lines file nor the MP4's temporary one
+
+
+def test_gi_without_gstreamer_is_one_line_and_exit_3(url, monkeypatch):
+    from orinkit.video import gst_source
+
+    class GiWithoutGst:
+        @staticmethod
+        def require_version(namespace, version):
+            raise ValueError(f"Namespace {namespace} not available")
+
+    monkeypatch.setattr(gst_source, "_gst", None)
+    monkeypatch.setattr(gst_source, "_import_gi", lambda: GiWithoutGst)
+    run = CliRunner().invoke(main, ["csi://0", "--model", "frame_means", "--url", url])
+    assert run.exit_code == 3, run.output
+    assert run.output.startswith("Error: GStreamer is not installed for Python")
+    assert "gir1.2-gstreamer-1.0" in run.output
+    assert len(run.output.strip().splitlines()) == 1 and "Traceback" not in run.output

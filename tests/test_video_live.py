@@ -169,3 +169,39 @@ def test_a_server_restart_mid_stream_is_absorbed_by_the_client_retries(rtsp_came
             second.stop()
     stats = pipeline.snapshot()
     assert stats["failed"] == 0 and stats["sources"][rtsp_camera.url]["state"] in ("running", "stopped")
+
+
+def test_edge_stream_exits_6_when_its_only_camera_is_lost_for_good(url, rtsp_camera, tmp_path):
+    import subprocess
+    import sys
+
+    results = tmp_path / "out.jsonl"
+    command = [sys.executable, "-m", "orinkit.cli.stream", rtsp_camera.url, "--model", "frame_means", "--url", url,
+               "--results", str(results), "--max-reconnects", "1", "--read-timeout", "1", "--quiet"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as process:
+        _wait(lambda: results.exists() and results.read_text().count("\n") >= 5, 60, "the first answers")
+        rtsp_camera.stop()
+        _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 6, stderr
+    assert "Error: every source was lost" in stderr and "Traceback" not in stderr
+    assert results.read_text().count("\n") >= 5  # what was answered before the loss stays written
+
+
+def test_three_cameras_into_a_slow_model_share_its_answers_fairly(url, rtsp_cameras):
+    cameras = [rtsp_cameras() for _ in range(3)]
+    collect = Collect()
+    with Client(url, "slow_means") as client:
+        pipeline = Pipeline([camera.url for camera in cameras], client, adapter_for(client.info), sinks=[collect])
+        with Running(pipeline):
+            _wait(lambda: len({r.source for r, _ in collect.results}) == 3, 60, "answers from every camera")
+            all_answering = time.time()
+            _wait(lambda: len([r for r, _ in collect.results if r.answered > all_answering]) >= 60, 60,
+                  "60 answers with every camera running")
+    counts = {camera.url: 0 for camera in cameras}
+    for result, _ in collect.results:
+        if result.answered > all_answering:
+            counts[result.source] += 1
+    total = sum(counts.values())
+    # slow_means answers 100 ms a call to 30 fps cameras: each camera has far more frames than answers, so its
+    # share is the pipeline's turn-taking, not its frame rate
+    assert all(count / total >= 0.28 for count in counts.values()), counts

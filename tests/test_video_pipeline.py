@@ -150,3 +150,21 @@ def test_a_1080p_file_is_scaled_inside_the_decoder_and_keeps_its_source_size(url
     means = np.array([r.answer.reshape(3) for r in collect.results])
     expected = np.array([w.reshape(-1, 3).mean(axis=0) for w in written])
     assert np.abs(means - expected).max() < 3.0
+
+
+def test_reconnect_backoff_doubles_from_a_quarter_second_to_five_with_jitter():
+    from orinkit.video.reader import Backoff
+
+    backoff = Backoff()
+    for attempt, base in enumerate((0.25, 0.5, 1.0, 2.0, 4.0, 5.0, 5.0)):
+        delays = [backoff.delay(attempt) for _ in range(200)]
+        assert base * 0.8 <= min(delays) < max(delays) <= base * 1.2  # jittered: cameras do not come back in step
+
+
+def test_each_source_keeps_its_own_in_flight_default(tmp_path):
+    clip = tmp_path / "clip.mp4"
+    write_clip(clip, frames=2)
+    mixed = Pipeline([str(clip), "rtsp://127.0.0.1:9/cam"], client=None, adapter=None)
+    assert mixed.budgets == {str(clip): 2, "rtsp://127.0.0.1:9/cam": 1}
+    assert Pipeline([str(clip), "rtsp://127.0.0.1:9/cam"], client=None, adapter=None, in_flight=3).budgets == {
+        str(clip): 3, "rtsp://127.0.0.1:9/cam": 3}

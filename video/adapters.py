@@ -12,8 +12,8 @@ from orinkit.video.frames import Frame
 
 class Adapter:
     """The contract. ``size`` is the (width, height) the decoder should scale frames to, or None to keep the
-    source's size; ``batched`` says whether ``inputs`` are for ``infer_sample`` (True: the client adds the batch
-    axis) or are sent as they are."""
+    source's size; ``inputs`` are one frame's tensors, without a batch axis, as the pipeline passes them to the
+    Client's ``submit`` (which tells a sample from a batch by the shapes)."""
 
     size: tuple[int, int] | None = None
 

@@ -11,13 +11,15 @@
     ├── SourceLostError             a source that was open failed while reading (exit 6); live ones are reopened
     │   └── SourceStalledError      no frame within the read timeout (a frozen camera or server)
     ├── MissingElementError         a GStreamer element the pipeline needs is not installed (exit 3)
+    ├── GStreamerMissingError       python3-gi is there but GStreamer's introspection data is not (exit 3; also a
+    │                               MissingExtraError, as a missing python3-gi is)
     └── SinkError                   an output (MP4, JSON lines, live view) failed; that sink is dropped (exit 6)
         └── BadOutputError          an output path that cannot be written as given (exit 4)
 """
 
 from __future__ import annotations
 
-from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_MISSING, EXIT_SERVER, OrinkitError
+from orinkit.core.errors import EXIT_BAD_INPUT, EXIT_MISSING, EXIT_SERVER, MissingExtraError, OrinkitError
 
 
 class VideoError(OrinkitError):
@@ -58,6 +60,15 @@ class MissingElementError(VideoError):
     def __init__(self, element: str, *, hint: str) -> None:
         super().__init__(f"the GStreamer element '{element}' is not installed", hint=hint)
         self.element = element
+
+
+class GStreamerMissingError(MissingExtraError, VideoError):
+    """``gi`` imports but ``gi.require_version('Gst', '1.0')`` fails: GStreamer's typelibs are not installed."""
+
+    def __init__(self, namespace: str, *, hint: str) -> None:
+        OrinkitError.__init__(self, f"GStreamer is not installed for Python: python3-gi is there, but not the "
+                                    f"introspection data of {namespace} 1.0", hint=hint)
+        self.module, self.namespace = "gi", namespace
 
 
 class SinkError(VideoError):

@@ -27,6 +27,7 @@ import numpy as np
 from orinkit.core.errors import MissingExtraError
 from orinkit.core.optional import require
 from orinkit.video.errors import (
+    GStreamerMissingError,
     MissingElementError,
     SourceLostError,
     SourceStalledError,
@@ -54,6 +55,8 @@ ELEMENT_HINTS = {
     "appsink": "apt install gstreamer1.0-plugins-base", "videotestsrc": "apt install gstreamer1.0-plugins-base",
     "decodebin": "apt install gstreamer1.0-plugins-base", "uridecodebin": "apt install gstreamer1.0-plugins-base",
 }
+GSTREAMER_HINT = ("apt install gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 gstreamer1.0-plugins-base "
+                  "(JetPack has them)")
 POLL_S = 0.05  # how often a blocked read looks at the bus for errors
 
 _gst_lock = threading.Lock()
@@ -72,9 +75,11 @@ def gstreamer():
     with _gst_lock:
         if _gst is None:
             gi = _import_gi()
-            gi.require_version("Gst", "1.0")
-            gi.require_version("GstApp", "1.0")
-            gi.require_version("GstVideo", "1.0")
+            for namespace in ("Gst", "GstApp", "GstVideo"):
+                try:
+                    gi.require_version(namespace, "1.0")
+                except ValueError:  # "Namespace Gst not available": gi without GStreamer's typelibs
+                    raise GStreamerMissingError(namespace, hint=GSTREAMER_HINT) from None
             from gi.repository import Gst, GstApp, GstVideo
 
             Gst.init(None)

@@ -48,6 +48,7 @@ class Summary:
     events: list[Event] = field(default_factory=list)
     interrupted: bool = False
     errors: list[str] = field(default_factory=list)  # sources that failed, sinks that were dropped
+    source_errors: dict[str, VideoError] = field(default_factory=dict)  # why each failed source failed
 
 
 class Pipeline:
@@ -56,7 +57,8 @@ class Pipeline:
 
     ``client`` is an :class:`orinkit.client.Client` (anything with its ``submit``); ``policy`` overrides the
     sources' default frame policy (``latest`` for live sources and ``realtime`` files, ``every`` for files);
-    ``in_flight`` is per source (default 1 for live sources, 2 for files)."""
+    ``in_flight`` is per source (default: 1 for each live source, 2 for each file, so a file beside a camera
+    keeps its own default)."""
 
     def __init__(self, sources: Sequence[str | SourceSpec], client, adapter: Adapter, *, sinks: Sequence = (),
                  in_flight: int | None = None, frames: int | None = None, policy: str | None = None,
@@ -83,7 +85,8 @@ class Pipeline:
         # Live: one request at a time per source, so each answer is for the newest frame (a second request would
         # wait behind the first and answer an older one). Files: two, so that decoding and the network overlap
         # the model's work.
-        self.in_flight = in_flight or (1 if any(s.live or realtime for s in self.specs) else 2)
+        self.budgets = {s.name: in_flight or (1 if s.live or realtime else 2) for s in self.specs}
+        self.in_flight = in_flight or max(self.budgets.values())  # the largest budget, for reports
         self.client, self.adapter, self.frames = client, adapter, frames
         self.policy, self.realtime, self.read_timeout_s = policy, realtime, read_timeout_s
         self.max_reconnects, self.backoff, self.decoder = max_reconnects, backoff, decoder
@@ -117,7 +120,16 @@ class Pipeline:
         pending: dict[str, collections.deque[_Pending]] = {}
         interrupted = False
         try:
-            self._start_readers()
+            try:
+                self._start_readers()
+            except BaseException:
+                # A source that cannot be opened (or a Ctrl-C while one opens): nothing was answered, so the
+                # outputs are dropped unwritten, not closed into empty files and "no frame reached it" reports.
+                for sink in self.sinks:
+                    abort = getattr(sink, "abort", None)
+                    if abort is not None:
+                        abort()
+                raise
             self._prepare = ThreadPoolExecutor(self._workers(), "orinkit-video-prepare")
             pending = {reader.name: collections.deque() for reader in self.readers}
             sink_thread.start()
@@ -138,7 +150,8 @@ class Pipeline:
                 reader.stop(wait_s=1.0)
             if self._prepare is not None:
                 self._prepare.shutdown(wait=False, cancel_futures=True)
-        return Summary(self.snapshot(), [e for r in self.readers for e in r.events], interrupted, self._errors)
+        return Summary(self.snapshot(), [e for r in self.readers for e in r.events], interrupted, self._errors,
+                       {r.name: r.error for r in self.readers if r.error is not None})
 
     def _start_readers(self) -> None:
         for spec in self.specs:
@@ -163,7 +176,7 @@ class Pipeline:
                 count = len(self.readers)
                 for offset in range(count):
                     reader = self.readers[(turn + offset) % count]
-                    if len(pending[reader.name]) >= self.in_flight:
+                    if len(pending[reader.name]) >= self.budgets[reader.name]:
                         continue
                     frame = reader.take()
                     if frame is None:
@@ -197,7 +210,7 @@ class Pipeline:
         return self.client.submit(*self.adapter.inputs(frame), in_flight=self._workers()).result()
 
     def _workers(self) -> int:
-        return self.in_flight * len(self.readers)
+        return sum(self.budgets[reader.name] for reader in self.readers)
 
     def _answered(self, entry: _Pending) -> None:
         entry.answered = time.time()

@@ -202,7 +202,8 @@ class Reader:
     def _reopen(self, failures: int):
         while not self._stop.is_set():
             if self.max_reconnects is not None and failures >= self.max_reconnects:
-                self.error = SourceLostError(f"{self.name} did not come back after {failures} reconnects",
+                plural = "" if failures == 1 else "s"
+                self.error = SourceLostError(f"{self.name} did not come back after {failures} reconnect{plural}",
                                              hint="check the camera; raise --max-reconnects or leave it unset")
                 self._event("failed", str(self.error))
                 return None, failures
@@ -213,9 +214,10 @@ class Reader:
             source = self._make_source()
             try:
                 source.open()
-            except VideoError as exc:
+            except Exception as exc:  # noqa: BLE001 - a decoder's bug while reopening must not end the reader
                 source.close()
-                self._event("reconnecting", f"attempt {failures}: {exc.message}")
+                reason = exc.message if isinstance(exc, VideoError) else f"{type(exc).__name__}: {exc}"
+                self._event("reconnecting", f"attempt {failures}: {reason}")
                 continue
             self._event("running", f"back after {failures} attempt{'s' if failures > 1 else ''}")
             return source, 0

@@ -216,6 +216,7 @@ class JsonLinesSink(Sink):
             return
         self.path = check_output(path, "JSON lines", ".jsonl", required=False)  # /dev/stdout is fine too
         self.name = f"JSON lines {self.path}"
+        self._created = not os.path.lexists(self.path)  # only a file this sink made is removed by abort()
         try:
             self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - open until close()
         except OSError as exc:
@@ -233,3 +234,10 @@ class JsonLinesSink(Sink):
             self._file.flush()
         elif not self._file.closed:
             self._file.close()
+
+    def abort(self) -> None:
+        """Drop the output: closed, and removed if this sink made the file (an existing path such as /dev/stdout,
+        or a stream, is left where it is)."""
+        self.close()
+        if self._owned and self._created:
+            self.path.unlink(missing_ok=True)
