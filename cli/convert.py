@@ -1,4 +1,5 @@
-"""``edge-convert``: an ONNX file (or a torch model) → FP32 ONNX, gated FP16 ONNX, and a TensorRT plan on the device."""
+"""``edge-convert``: an ONNX file (or a torch model) → FP32 ONNX, gated FP16 (and, with --int8, gated INT8 Q/DQ)
+ONNX, and a TensorRT plan on the device."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def _criterion(kind: str, max_range_error, min_cosine, atol, rtol) -> Criterion:
         return Criterion(kind=kind, min_cosine=min_cosine,
                          max_range_error=Criterion.max_range_error if max_range_error is None else max_range_error)
     return Criterion(kind="elementwise", atol=atol, rtol=rtol, min_cosine=min_cosine)
+
+
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in (text or "").split(",") if n.strip())
 
 
 def _workspace(text: str) -> int | None:
@@ -133,6 +138,15 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--gate-budget", type=float, default=60.0, show_default=True,
               help="Seconds the search for FP32 nodes may take; it ends with the best passing set found.")
 @click.option("--keep-fp32", default=None, help="Nodes to keep in FP32 whatever the gate says (comma-separated).")
+@click.option("--int8", is_flag=True,
+              help="INT8 (ModelOpt's Q/DQ), calibrated on --calib and judged like FP16 on held-out samples.")
+@click.option("--calib", type=click.Path(path_type=Path), default=None,
+              help="--int8: calibration set, a folder of images or an .npz with one array per input.")
+@click.option("--calib-method", type=click.Choice(["entropy", "max"]), default=None,
+              help="--int8: how ModelOpt picks each range [default: entropy].")
+@click.option("--calib-preprocess", default=None,
+              help="--int8: package.module:function(image, shape) turning a --calib picture into the input.")
+@click.option("--int8-exclude", default=None, help="--int8: nodes kept out of INT8 whatever the gate says.")
 @click.option("--no-simplify", is_flag=True, help="Skip onnxsim.")
 @click.option("--workspace", default="auto", show_default=True, help="TensorRT workspace in MiB, or auto.")
 @click.option("--timing-cache", type=click.Path(path_type=Path), default=None, help="Timing cache file to reuse.")
@@ -149,8 +163,9 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (progress on stderr).")
 def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset, output, force, shapes, min_shapes,
          opt_shapes, max_shapes, fp16, samples, data, input_range, max_batch, criterion, max_range_error, min_cosine,
-         atol, rtol, metric, min_agreement, gate_budget, keep_fp32, no_simplify, workspace, timing_cache, dla_core,
-         benchmark, repository, create, name, runtime, verify_plan, as_json) -> None:
+         atol, rtol, metric, min_agreement, gate_budget, keep_fp32, int8, calib, calib_method, calib_preprocess,
+         int8_exclude, no_simplify, workspace, timing_cache, dla_core, benchmark, repository, create, name, runtime,
+         verify_plan, as_json) -> None:
     """Convert MODEL (.onnx) or a --torch model: validate, simplify, gate FP16, and build a TensorRT plan."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
@@ -167,9 +182,10 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
             max_shapes=parse_shapes(max_shapes, flag="--max-shapes"), max_batch=max_batch, fp16=fp16,
             criterion=_criterion(criterion, max_range_error, min_cosine, atol, rtol), metric=metric,
             min_agreement=min_agreement, gate_budget=gate_budget,
-            keep_fp32=tuple(n.strip() for n in (keep_fp32 or "").split(",") if n.strip()), samples=samples, data=data,
+            keep_fp32=_names(keep_fp32), samples=samples, data=data,
             input_ranges=parse_ranges(input_range), simplify=not no_simplify, workspace=_workspace(workspace),
-            timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark,
+            timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark, int8=int8, calib=calib,
+            calib_method=calib_method, calib_preprocess=calib_preprocess, int8_exclude=_names(int8_exclude),
         )
         stem = model.stem if model is not None else torch_factory.rpartition(":")[2]
         if repository is not None:

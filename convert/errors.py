@@ -7,10 +7,12 @@
     ├── ShapeSpecError         a --shapes/--min-shapes/... string that is malformed or does not fit the model (exit 4)
     ├── TorchExportError       the torch model cannot be loaded, exported, or its ONNX disagrees with torch (exit 4)
     ├── SampleDataError        --data that does not fit the model's inputs (exit 4)
+    │   └── CalibrationDataError  --calib that is too small, of the wrong shape, or shares samples with --data (exit 4)
     ├── MetricError            a --metric that cannot be loaded, does not fit the outputs, or sees nothing (exit 4)
     ├── ModelRunError          onnxruntime refused to run the model on the gate's samples (exit 4)
     ├── AccuracyGateError      FP16 cannot meet the criterion even with nodes kept in FP32 (exit 7)
     ├── Fp16GraphError         the FP16 ONNX graph could not be made valid (exit 7)
+    ├── QuantizationError      ModelOpt failed to quantize the model (exit 6)
     ├── EngineBuildError       TensorRT failed to build the engine, after every workspace retry (exit 6)
     │   └── DlaError           DLA asked for where there is none, or with a precision it cannot run (exit 4)
     ├── EngineRunError         TensorRT failed while loading or running a built engine (exit 6)
@@ -44,6 +46,10 @@ class SampleDataError(ConvertError):
     pass
 
 
+class CalibrationDataError(SampleDataError):
+    pass
+
+
 class MetricError(ConvertError):
     pass
 
@@ -63,6 +69,10 @@ class AccuracyGateError(ConvertError):
 
 class Fp16GraphError(ConvertError):
     exit_code = EXIT_ACCURACY
+
+
+class QuantizationError(ConvertError):
+    exit_code = EXIT_RUNTIME
 
 
 class EngineBuildError(ConvertError):

@@ -14,13 +14,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from orinkit.convert.errors import AccuracyGateError, ConvertError, Fp16GraphError, TorchExportError
+from orinkit.convert.errors import (
+    AccuracyGateError,
+    ConvertError,
+    Fp16GraphError,
+    StaleEngineError,
+    TorchExportError,
+)
 from orinkit.convert.facts import current_facts
 from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.fp16.emulate import run
 from orinkit.convert.fp16.gate import GateOptions, GateReport, judge, run_gate
 from orinkit.convert.fp16.repair import to_fp16
 from orinkit.convert.fp16.task_metrics import parse_metric
+from orinkit.convert.int8.gate import Int8Report
 from orinkit.convert.onnx_prep import PreparedModel, declared_inputs, prepare
 from orinkit.convert.preflight import check_options
 from orinkit.convert.samples import describe_default, input_dtypes, load_samples, random_samples
@@ -61,11 +68,20 @@ class ConvertOptions:
     dla_core: int | None = None
     benchmark: bool = False
     seed: int = 0
+    int8: bool = False  # ModelOpt's INT8 (Q/DQ), judged by the INT8 gate on held-out samples
+    calib: Path | None = None  # a folder of images or an .npz: the calibration set
+    calib_method: str | None = None  # entropy (default) or max
+    calib_preprocess: str | None = None  # package.module:function turning a picture into the input
+    int8_exclude: tuple[str, ...] = ()  # nodes kept out of INT8 whatever the gate says
+    calib_sha256: str | None = None  # a replayed build: the calibration set must be the one recorded
 
     def __post_init__(self) -> None:
+        from orinkit.convert.int8.options import check_int8_options
+
         if self.samples < 1:
             raise ConvertError(f"--samples {self.samples} is below 1", hint="use 1 or more")
-        if not self.fp16 and (self.keep_fp32 or self.gate_budget != 60.0):
+        check_int8_options(self)
+        if not self.fp16 and not self.int8 and (self.keep_fp32 or self.gate_budget != 60.0):
             raise ConvertError("--keep-fp32 and --gate-budget shape the FP16 gate, which --no-fp16 skips",
                                hint="drop them, or convert with FP16")
         parse_metric(self.metric, self.min_agreement)  # a bad spec fails now, not after the slow stages
@@ -74,9 +90,16 @@ class ConvertOptions:
         return GateOptions(criterion=self.criterion, metric=parse_metric(self.metric, self.min_agreement),
                            budget_s=self.gate_budget, keep_fp32=tuple(self.keep_fp32), search=not self.replay)
 
+    def int8_gate_options(self) -> GateOptions:
+        return GateOptions(criterion=self.criterion, metric=parse_metric(self.metric, self.min_agreement),
+                           budget_s=self.gate_budget, keep_fp32=tuple(self.int8_exclude), search=not self.replay)
+
     def recorded(self) -> dict:
         """What shaped the plan, for the manifest: a stale-engine rebuild replays it (see verify.rebuild_plan)."""
-        return {"fp16": self.fp16, "criterion": self.criterion.as_dict(), "metric": self.metric,
+        return {"int8": self.int8, "calib": None if self.calib is None else str(self.calib),
+                "calib_method": self.calib_method, "calib_preprocess": self.calib_preprocess,
+                "int8_exclude": list(self.int8_exclude), "fp16": self.fp16,
+                "criterion": self.criterion.as_dict(), "metric": self.metric,
                 "min_agreement": self.min_agreement, "samples": self.samples, "seed": self.seed,
                 "input_ranges": {k: list(v) for k, v in self.input_ranges.items()},
                 "data": None if self.data is None else str(self.data), "simplify": self.simplify,
@@ -98,6 +121,7 @@ class ConvertResult:
     engine: dict | None = None
     benchmark: dict | None = None
     options: dict = field(default_factory=dict)
+    int8: Int8Report | None = None
 
     def report(self) -> dict:
         return {
@@ -116,6 +140,7 @@ class ConvertResult:
             "benchmark": self.benchmark,
             "notes": self.notes,
             "options": self.options,
+            "int8": None if self.int8 is None else self.int8.as_dict(),
         }
 
 
@@ -130,15 +155,30 @@ def tensorrt_available() -> bool:
 
 
 def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions, progress: Progress):
+    """The gate's samples, and with --int8 the calibration set (the gate's samples are then held out of it)."""
     dtypes = input_dtypes(model)
     inputs = {name: (dtypes[name], profiles[name].opt) for name in prepared.inputs}
+    if options.int8:
+        from orinkit.convert.int8.calibration import load_calibration
+        from orinkit.convert.int8.options import load_preprocess
+
+        held_out = None if options.data is None else load_samples(options.data, inputs)
+        calibration = load_calibration(options.calib, inputs, held_out=held_out, progress=progress,
+                                       preprocess=load_preprocess(options.calib_preprocess))
+        if options.calib_sha256 is not None and calibration.sha256 != options.calib_sha256:
+            raise StaleEngineError(f"the calibration set {options.calib} is not the one the plan was built with "
+                                   f"(sha256 {calibration.sha256[:12]}… instead of {options.calib_sha256[:12]}…)",
+                                   hint="restore the recorded calibration data, or convert again with edge-convert")
+        if calibration.note:
+            progress(f"  {calibration.note}")
+        return calibration.held_out, calibration
     if options.data is not None:
-        return load_samples(options.data, inputs)
+        return load_samples(options.data, inputs), None
     for name, (dtype, shape) in inputs.items():
         note = None if name in options.input_ranges else describe_default(name, dtype, shape)
         if note:  # random integers or booleans rarely mean what the model expects (a sample rate, a length)
             progress(f"  {note}")
-    return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed)
+    return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed), None
 
 
 def _profiles_for(options: ConvertOptions):
@@ -190,7 +230,7 @@ def convert_onnx(
     gate_options = options.gate_options() if options.fp16 else None
     _announce_shapes(source, options, progress)
     stages = Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
-                    + int(options.benchmark), tuple(earlier_stages))
+                    + int(options.benchmark) + int(options.int8), tuple(earlier_stages))
     notes: list[str] = []
     with building_directory(output) as staging:
         prepared = stages.run("validate and simplify the ONNX model", lambda say: prepare(
@@ -201,8 +241,10 @@ def convert_onnx(
             progress(prepared.note)
         model = onnx.load(str(prepared.path))
         profiles = _profiles_for(options)(prepared.inputs)
-        samples = stages.run("make the gate's input samples", lambda say: _sample_inputs(
-            prepared, profiles, model, options, say if options.fp16 or build else lambda message: None))
+        samples, calibration = stages.run(
+            "make the gate's input samples" + (" and the calibration set" if options.int8 else ""),
+            lambda say: _sample_inputs(prepared, profiles, model, options,
+                                       say if options.fp16 or build or options.int8 else lambda message: None))
         artifacts = {"fp32_onnx": output / FP32_ONNX}
         gate, keep = None, ()
         if options.fp16:
@@ -218,19 +260,30 @@ def convert_onnx(
                 model, gate.keep_fp32, sample=samples[0], progress=say))
             onnx.save(fp16_model, str(staging / FP16_ONNX))
             artifacts["fp16_onnx"] = output / FP16_ONNX
+        int8 = None
+        if options.int8:
+            from orinkit.convert.int8.stage import INT8_ONNX, INT8_OPSET17_ONNX, run_int8
+
+            int8 = stages.run("INT8: calibrate with ModelOpt, judge on held-out samples", lambda say: run_int8(
+                prepared.path, staging, calibration, samples, options.int8_gate_options(),
+                method=options.calib_method or "entropy", high_precision="fp16" if options.fp16 else "fp32",
+                fp16=gate.final if gate else None, progress=say))
+            artifacts["int8_onnx"] = output / INT8_ONNX
+            artifacts["int8_opset17_onnx"] = output / INT8_OPSET17_ONNX
         engine_info = bench = None
         if build:
             engine_info, bench = _build_and_check(stages, staging, prepared, model, profiles, samples, keep,
-                                                  options, progress, maps=gate.maps if gate else ())
+                                                  options, progress, maps=gate.maps if gate else (), int8=int8)
             artifacts["plan"] = output / PLAN
             artifacts["manifest"] = output / (PLAN + ".manifest.json")
         else:
             written = "the FP32 and the gated FP16 ONNX" if options.fp16 else "the FP32 ONNX (--no-fp16: no FP16 graph)"
+            written += " and the INT8 Q/DQ ONNX (TensorRT 10/11; opset 17 for 8.5)" if options.int8 else ""
             notes.append(f"TensorRT is not installed here: the artifacts are {written}; the engine is built on the "
                          "device (run edge-convert there)")
             progress(notes[-1])
         result = ConvertResult(output, artifacts, stages.done, prepared, profiles, gate, keep, build, notes,
-                               engine_info, bench, options.recorded())
+                               engine_info, bench, options.recorded(), int8)
         artifacts["report"] = output / REPORT
         atomic_write_text(staging / REPORT, json.dumps(result.report(), indent=2) + "\n")
         if output.exists():
@@ -255,13 +308,21 @@ def _describe_gate(gate: GateReport, progress: Progress) -> None:
         progress(f"  note: {note}")
 
 
-def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress, maps=()):
+def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress, maps=(),
+                     int8=None):
     from orinkit.convert.trt.builder import BuildOptions, build_engine
     from orinkit.convert.trt.runner import TrtRunner
 
+    sources = None
+    if int8 is not None:
+        from orinkit.convert.int8.stage import INT8_ONNX, INT8_OPSET17_ONNX
+        from orinkit.convert.trt.int8 import Int8Sources
+
+        sources = Int8Sources(staging / INT8_ONNX, staging / INT8_OPSET17_ONNX,
+                              tuple(e.node for e in int8.excluded))
     build_options = BuildOptions(profiles=profiles, fp16=options.fp16, keep_fp32=tuple(keep),
                                  workspace=options.workspace, timing_cache=options.timing_cache,
-                                 dla_core=options.dla_core)
+                                 dla_core=options.dla_core, int8=sources)
     fp16_path = staging / FP16_ONNX if options.fp16 else None
     built = stages.run("build the TensorRT engine", lambda say: build_engine(
         prepared.path, build_options, fp16_onnx_path=fp16_path, progress=say))
@@ -273,9 +334,13 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
         inputs=described.inputs,
         outputs=described.outputs,
         profiles=({name: ProfileShape(p.min, p.opt, p.max) for name, p in profiles.items()},),
-        precision="fp16" if options.fp16 else "fp32",
+        precision="int8" if int8 is not None else "fp16" if options.fp16 else "fp32",
         build={**facts.as_dict(), "tensorrt_version": built.tensorrt_version, "onnx_sha256": prepared.source_sha256,
                "keep_fp32": list(keep), "fp16_mode": built.fp16_mode, "workspace_bytes": built.workspace,
+               **({} if int8 is None else {"int8_mode": built.int8_mode, "int8": {
+                   "calibration_sha256": int8.calibration_sha256, "method": int8.method,
+                   "calibration_samples": int8.calibration_samples,
+                   "excluded": [e.node for e in int8.excluded]}}),
                "dla_core": options.dla_core, "orinkit_version": __version__, "options": options.recorded(),
                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     )
@@ -290,16 +355,18 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
             progress(f"  engine {line}")
         if not verdict.passed:
             raise AccuracyGateError(
-                "the FP16 engine misses the gate on this device although the emulation met it: "
+                f"the {'INT8' if int8 is not None else 'FP16'} engine misses the gate on this device although the "
+                "emulation met it: "
                 + "; ".join(line for line in verdict.lines() if "FAIL" in line),
-                hint="keep more nodes in FP32 (--keep-fp32), or convert with --no-fp16",
+                hint="keep the nodes it names out of INT8 (--int8-exclude), or convert without --int8"
+                if int8 is not None else "keep more nodes in FP32 (--keep-fp32), or convert with --no-fp16",
             )
         bench = None
         if options.benchmark:
             report = stages.run("benchmark the engine", lambda say: runner.benchmark(samples[0]))
             progress(report.summary())
             bench = asdict(report)
-    engine = {"tensorrt_version": built.tensorrt_version, "fp16_mode": built.fp16_mode,
+    engine = {"tensorrt_version": built.tensorrt_version, "fp16_mode": built.fp16_mode, "int8_mode": built.int8_mode,
               "workspace_bytes": built.workspace, "attempts": [asdict(a) for a in built.attempts],
               "verdict": {"passed": verdict.passed, "outputs": [asdict(m) for m in verdict.metrics],
                           "task": None if verdict.task is None else asdict(verdict.task),

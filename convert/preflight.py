@@ -43,9 +43,16 @@ def check_options(model, options, profiles_for: Callable[[dict], dict[str, Input
                           hint=f"did you mean {closest(match[1], outputs)}? Its outputs are {', '.join(outputs)}")
     if options.keep_fp32 and not options.replay:  # a replay's names come from the simplified model's own report
         _check_nodes(model, options.keep_fp32, simplified=options.simplify)
-    if options.data is not None:
+    if options.data is not None or options.int8:
         dtypes = input_dtypes(model)
-        load_samples(options.data, {name: (dtypes[name], profiles[name].opt) for name in inputs})
+        shaped = {name: (dtypes[name], profiles[name].opt) for name in inputs}
+        held_out = load_samples(options.data, shaped) if options.data is not None else None
+        if options.int8:  # too few samples, the wrong shape, or shared with --data: refused before onnxsim
+            from orinkit.convert.int8.calibration import load_calibration
+            from orinkit.convert.int8.options import load_preprocess
+
+            load_calibration(options.calib, shaped, held_out=held_out,
+                             preprocess=load_preprocess(options.calib_preprocess))
 
 
 def _check_nodes(model, wanted: Iterable[str], *, simplified: bool) -> None:

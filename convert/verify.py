@@ -89,7 +89,8 @@ def replayed_options(manifest):
         min_shapes={n: p.min for n, p in profile.items()},
         opt_shapes={n: p.opt for n, p in profile.items()},
         max_shapes={n: p.max for n, p in profile.items()},
-        fp16=manifest.precision == "fp16",
+        fp16=manifest.precision == "fp16" or (manifest.precision == "int8" and recorded.get("fp16", True)),
+        **_replayed_int8(manifest, recorded),
         criterion=Criterion.from_dict(recorded.get("criterion", {})),
         metric=recorded.get("metric"),
         min_agreement=recorded.get("min_agreement"),
@@ -105,6 +106,18 @@ def replayed_options(manifest):
         dla_core=manifest.build.get("dla_core"),
         timing_cache=Path(recorded["timing_cache"]) if recorded.get("timing_cache") else None,
     )
+
+
+def _replayed_int8(manifest, recorded: dict) -> dict:
+    """INT8 as recorded: the same calibration set (its sha256 is checked when it is loaded), method and excluded
+    nodes, judged as they are."""
+    int8 = manifest.build.get("int8")
+    if manifest.precision != "int8" or not int8:
+        return {}
+    calib = recorded.get("calib")
+    return {"int8": True, "calib": Path(calib) if calib else None, "calib_method": int8.get("method"),
+            "calib_preprocess": recorded.get("calib_preprocess"), "int8_exclude": tuple(int8.get("excluded", ())),
+            "calib_sha256": int8.get("calibration_sha256")}
 
 
 def rebuild_plan(plan: Path, onnx: Path, *, progress=lambda message: None) -> None:

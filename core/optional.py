@@ -23,6 +23,7 @@ INSTALL_HINTS = {
     "pytriton": "run: pip install 'orinkit[server]'",
     "PIL": "run: pip install 'orinkit[server]' (Pillow)",
     "boto3": "run: pip install 'orinkit[fleet]'",
+    "modelopt": "run: pip install 'orinkit[int8]' (nvidia-modelopt without its [onnx] extra; see the README)",
     "av": "run: pip install 'orinkit[video]' (PyAV; 17.1 on JetPack 6's Python 3.10)",
     "gi": "GStreamer's Python bindings come from the system: apt install python3-gi gstreamer1.0-tools (JetPack has "
           "them); create the venv with --system-site-packages",
@@ -43,3 +44,30 @@ def require(module: str) -> ModuleType:
         raise MissingExtraError(top, hint=hint) from exc
     except ImportError as exc:
         raise BrokenDependencyError(top, exc) from exc
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split("."):
+        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def require_version(distribution: str, module: str, minimum: str) -> ModuleType:
+    """:func:`require` ``module``, and check that ``distribution`` is at least ``minimum`` (as Polygraphy's lazy
+    imports do): an older release fails here with what to install, not later with an obscure error."""
+    from importlib import metadata
+
+    loaded = require(module)
+    try:
+        found = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        found = str(getattr(loaded, "__version__", ""))
+    if _release(found) < _release(minimum):
+        error = MissingExtraError(module, hint=f"run: pip install '{distribution}>={minimum}'")
+        error.message = f"{distribution} {found or '(unknown version)'} is installed, {minimum} or newer is needed"
+        raise error
+    return loaded

@@ -25,6 +25,22 @@ def repository_server(triton_server_factory):
 
 
 @pytest.fixture(scope="session")
+def int8_digits(tmp_path_factory) -> dict:
+    """The trained digits classifier, its calibration set and held-out samples (tests/int8_models.py)."""
+    from int8_models import digits_model
+
+    return digits_model(tmp_path_factory.mktemp("int8-digits"))
+
+
+@pytest.fixture(scope="session")
+def int8_converted(int8_digits, tmp_path_factory):
+    """Its INT8 conversion where TensorRT is absent: ``(result, progress lines)``."""
+    from int8_models import convert_digits
+
+    return convert_digits(int8_digits, tmp_path_factory.mktemp("int8-converted"))
+
+
+@pytest.fixture(scope="session")
 def source_tree(tmp_path_factory) -> Path:
     """A folder where ``import orinkit.<pkg>`` finds this checkout's sources without installing them, so that
     other interpreters (Python 3.10, or one started without site-packages) can import them."""

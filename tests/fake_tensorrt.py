@@ -14,7 +14,15 @@ python/src/infer/pyCore.cpp, pyGraph.cpp, pyFoundationalTypes.cpp, include/NvInf
   ``set_output_type`` are gone in 11, deprecated from 10.12; ``builder.platform_has_fast_fp16`` is gone in 11);
 * ``trt.nptype`` raises TypeError for the types numpy lacks (BF16, FP8, INT4, FP4, E8M0), as the real one does;
 * ``config.add_optimization_profile`` returns -1 for a profile that fails ``IOptimizationProfile::isValid``;
-* the fake ``pycuda.driver.Context.pop`` is a static method that pops whatever context is current, as pycuda's.
+* the fake ``pycuda.driver.Context.pop`` is a static method that pops whatever context is current, as pycuda's;
+* INT8 as each release has it: ``IInt8EntropyCalibrator2`` and ``config.int8_calibrator`` up to 10.x (setting the
+  calibrator warns from 10.1, where NvInfer.h deprecates it "superseded by explicit quantization"; 11 binds
+  neither); a build with the INT8 flag and neither Q/DQ layers nor a calibration cache (or one that names another
+  TensorRT version in its ``TRT-<getInferLibVersion()>-EntropyCalibration2`` header) fails as TensorRT's does
+  ("Calibration failure occurred with no scaling factors detected"), the calibrator's ``get_batch`` returning None;
+  a strongly typed network refuses the precision flags (FP16, INT8, BF16, FP8: "not allowed"); a weakly typed
+  network with Q/DQ layers needs the INT8 flag; the 8.x ONNX parser takes Q/DQ only up to opset 17 and with FP32
+  scales.
 
 Every call that matters is appended to the module's ``calls`` list as a tuple, so tests assert what the code
 under test asked TensorRT to do. The parser reads the real ONNX file with the ``onnx`` package: network inputs
@@ -287,8 +295,32 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
             if gen == 8 and not self._network.flags & (1 << trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH):
                 self._errors = [ParserError("Network must have explicit batch dimension")]
                 return False
-            _populate(self._network, onnx.load(path), path)
+            model = onnx.load(path)
+            problem = _parser_limits(model) if gen == 8 else None
+            if problem:
+                self._errors = [ParserError(problem)]
+                return False
+            _populate(self._network, model, path)
             return True
+
+    def _parser_limits(model: onnx.ModelProto) -> str | None:
+        # onnx-tensorrt 8.5/8.6: opsets 7..17; QuantizeLinear/DequantizeLinear scales must be FLOAT.
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        qdq = [n for n in model.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+        if opset > 17 and qdq:  # other ops of a newer opset often import anyway; Q/DQ's opset-19 form does not
+            return f"{qdq[0].op_type} {qdq[0].name}: unsupported at ONNX opset {opset}; this parser supports opsets " \
+                   "up to 17"
+        scale_types = {i.name: i.data_type for i in model.graph.initializer}
+        for node in model.graph.node:
+            if node.op_type == "Constant":
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        scale_types[node.output[0]] = attribute.t.data_type
+        for node in model.graph.node:
+            if node.op_type in ("QuantizeLinear", "DequantizeLinear") and \
+                    scale_types.get(node.input[1], onnx.TensorProto.FLOAT) != onnx.TensorProto.FLOAT:
+                return f"{node.op_type} {node.name}: Assertion failed: scale must be FLOAT (FP32) in this version"
+        return None
 
     def _populate(network: Network, model: onnx.ModelProto, path: str) -> None:
         inferred = onnx.shape_inference.infer_shapes(model)
@@ -397,10 +429,11 @@ def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[i
 
     class IBuilderConfig(_Fixed):
         __slots__ = ("_flags", "_pools", "_profiles", "_timing_cache", "_device_type", "_dla_core", "profile_stream",
-                     *(("builder_optimization_level",) if gen >= 10 else ()))
+                     "_calibrator", *(("builder_optimization_level",) if gen >= 10 else ()))
 
         def __init__(self) -> None:
             self._flags, self._pools, self._profiles, self._timing_cache = 0, {}, [], None
+            self._calibrator = None
             self._device_type, self._dla_core, self.profile_stream = trt.DeviceType.GPU, -1, 0
             if gen >= 10:
                 self.builder_optimization_level = 3
@@ -461,6 +494,33 @@ def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[i
         def get_timing_cache(self) -> ITimingCache:
             return self._timing_cache
 
+    if gen < 11:
+        class IInt8Calibrator:
+            # A pybind11 trampoline class: a Python subclass must call the base __init__ (pybind11 raises
+            # "__init__() must be called when overriding __init__" otherwise); 11 binds no calibrators.
+            def __init__(self) -> None:
+                self._initialised = True
+
+        class IInt8EntropyCalibrator2(IInt8Calibrator):
+            pass
+
+        trt.IInt8Calibrator, trt.IInt8EntropyCalibrator2 = IInt8Calibrator, IInt8EntropyCalibrator2
+
+        def _get_calibrator(self):
+            return self._calibrator
+
+        def _set_calibrator(self, calibrator) -> None:
+            if release >= (10, 1):
+                warnings.warn("Deprecated in TensorRT 10.1. Superseded by explicit quantization.",
+                              DeprecationWarning, stacklevel=2)
+            if calibrator is not None and not (isinstance(calibrator, IInt8Calibrator)
+                                               and getattr(calibrator, "_initialised", False)):
+                raise TypeError("int8_calibrator: incompatible type (an IInt8Calibrator whose __init__ ran)")
+            calls.append(("int8_calibrator", type(calibrator).__name__))
+            self._calibrator = calibrator
+
+        IBuilderConfig.int8_calibrator = property(_get_calibrator, _set_calibrator)
+
     if gen == 8:
         # pyCore.cpp (8.5): max_workspace_size = deprecateMember(get/setMaxWorkspaceSize, "set_memory_pool_limit");
         # 10.0 removed it, so the fixed attribute set rejects it there.
@@ -473,6 +533,41 @@ def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[i
             self._pools[trt.MemoryPoolType.WORKSPACE] = size
 
         IBuilderConfig.max_workspace_size = property(_get_workspace, _set_workspace)
+
+    def _lib_version() -> int:
+        # getInferLibVersion(): 8.x as MAJOR*1000 + MINOR*100 + PATCH, 10 and later as MAJOR*10000 + ...
+        parts = (list(int(p) for p in version.split(".")[:3]) + [0, 0])[:3]
+        return parts[0] * (1000 if parts[0] < 10 else 10000) + parts[1] * 100 + parts[2]
+
+    def _precision_problem(network, config: IBuilderConfig) -> str | None:
+        # 11 is strongly typed always; 10.x when created with the flag; 8.x has no such network.
+        typed_flag = getattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED", None)
+        strongly = gen >= 11 or (typed_flag is not None and bool(network.flags & (1 << int(typed_flag))))
+        names = [n for n in ("FP16", "INT8", "BF16", "FP8") if hasattr(trt.BuilderFlag, n)
+                 and config.get_flag(getattr(trt.BuilderFlag, n))]
+        if strongly and names:
+            return ("4: [network.cpp::validate::2925] Error Code 4: API Usage Error (Builder flags "
+                    f"{', '.join('k' + n for n in names)} are not allowed with a strongly typed network.)")
+        has_qdq = any(network.get_layer(i).type in ("QuantizeLinear", "DequantizeLinear")
+                      for i in range(network.num_layers))
+        int8 = hasattr(trt.BuilderFlag, "INT8") and config.get_flag(trt.BuilderFlag.INT8)
+        if has_qdq and not strongly and not int8:
+            return ("4: [network.cpp::validate::3011] Error Code 4: Internal Error (Int8 precision has been set for "
+                    "a layer or layer output, but int8 is not configured in the builder)")
+        if int8 and not has_qdq and not strongly:
+            calibrator = getattr(config, "_calibrator", None)
+            cache = calibrator.read_calibration_cache() if calibrator is not None else None
+            calls.append(("read_calibration_cache", bytes(cache) if cache else None))
+            header = f"TRT-{_lib_version()}-EntropyCalibration2"
+            if cache and bytes(cache).decode("ascii", "replace").splitlines()[0] == header:
+                return None
+            if cache:  # another version's cache is ignored, and calibration asks for batches
+                calls.append(("calibration_cache_ignored", header))
+            if calibrator is None or calibrator.get_batch([network.get_input(0).name]) is None:
+                return ("4: [standardEngineBuilder.cpp::initCalibrationParams::1460] Error Code 4: Internal Error "
+                        "(Calibration failure occurred with no scaling factors detected. This could be due to no "
+                        "int8 calibrator or insufficient custom scales for network layers.)")
+        return None
 
     class Builder(_Fixed):
         __slots__ = ("_logger", "max_threads")
@@ -514,9 +609,14 @@ def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[i
                 log(severity.ERROR, "4: [network.cpp::validate::3084] Error Code 4: Internal Error (Network has "
                                     "dynamic or shape inputs, but no optimization profile has been defined.)")
                 return None
+            problem = _precision_problem(network, config)
+            if problem:
+                log(severity.ERROR, problem)
+                return None
             if config._timing_cache is not None:
                 config._timing_cache.data += b"+tactics"
-            plan = {"version": version, "onnx": network._source,
+            plan = {"version": version, "onnx": network._source, "int8": bool(
+                        hasattr(trt.BuilderFlag, "INT8") and config.get_flag(trt.BuilderFlag.INT8)),
                     "profile": {n: s for p in config._profiles[:1] for n, s in p._shapes.items()}}
             return HostMemory(PLAN_MAGIC + json.dumps(plan).encode())
 

@@ -52,9 +52,10 @@ def test_wheel_declares_the_console_script_and_extras(wheel):
     (metadata,) = [n for n in wheel.namelist() if n.endswith("METADATA")]
     text = wheel.read(metadata).decode()
     assert "Requires-Python: >=3.10" in text
-    for extra in ("torch", "device", "tensorrt", "server", "test", "fleet"):
+    for extra in ("torch", "device", "tensorrt", "server", "test", "fleet", "int8"):
         assert f"Provides-Extra: {extra}" in text
     assert 'numpy<2,>=1.21; extra == "server"' in text
+    assert 'nvidia-modelopt==0.47.0; extra == "int8"' in text  # without its [onnx] extra (see setup.cfg)
 
 
 def test_importing_any_package_loads_no_heavy_optional_dependency():

@@ -22,6 +22,7 @@ from orinkit.convert.fp16.graphs import (
     float_tensors,
     onnx_module,
     session,
+    switch_nodes,
 )
 
 MASK = "orinkit_fp16_mask"
@@ -68,11 +69,7 @@ def switchable_fp16(model):
             nodes.append(copy)
             continue
         switch = f"{node.name}__fp16"
-        where = onnx.helper.make_tensor(f"{switch}_index", onnx.TensorProto.INT64, [], [index[node.name]])
-        nodes.append(onnx.helper.make_node("Constant", [], [f"{switch}_index"], value=where,
-                                           name=f"{switch}_index_const"))
-        nodes.append(onnx.helper.make_node("Gather", [MASK, f"{switch}_index"], [switch], axis=0,
-                                           name=f"{switch}_gather"))
+        nodes += switch_nodes(MASK, index[node.name], switch)
         for i, name in enumerate(copy.input):
             if name in rounded:
                 chosen = f"{name}__for_{node.name}"

@@ -127,6 +127,13 @@ def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metr
 
 
 class Fp16Gate:
+    # What a subclass changes to search another precision the same way (orinkit.convert.int8.gate): the child's
+    # module, the words in the progress, and what the child's calls do.
+    host = HOST
+    what = "FP16"
+    fallback = "in FP32"
+    doing = DOING
+
     def __init__(self, model_path: str | Path, samples: Sequence[dict], options: GateOptions = GateOptions(), *,
                  progress: Callable[[str], None] = lambda message: None) -> None:
         self.model_path = Path(model_path)
@@ -159,8 +166,8 @@ class Fp16Gate:
     def run(self) -> GateReport:
         started = time.monotonic()
         try:
-            with Worker("onnxruntime (running the FP16 gate)") as worker, \
-                    paced(self.progress, "FP16 gate: evaluating") as beat:
+            with Worker(f"onnxruntime (running the {self.what} gate)") as worker, \
+                    paced(self.progress, f"{self.what} gate: evaluating") as beat:
                 self.worker, self.beat, self.started = worker, beat, started
                 return self._run()
         except ChildCrashedError as exc:
@@ -176,13 +183,13 @@ class Fp16Gate:
         """``function`` of the child's host module; onnxruntime raising there (not crashing) becomes one typed line:
         the child returns the exception itself, which would otherwise end the tool with a traceback."""
         try:
-            return self.worker.call(f"{HOST}:{function}", *args)
+            return self.worker.call(f"{self.host}:{function}", *args)
         except OrinkitError:
             raise
         except Exception as exc:
             why = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
             raise ModelRunError(
-                f"onnxruntime could not {DOING[function]} ({why})",
+                f"onnxruntime could not {self.doing[function]} ({why})",
                 hint="give inputs the model accepts (--data file.npz, or --input-range NAME:LOW,HIGH: e.g. indices "
                      "within the model's tables), or convert with --no-fp16, which runs no gate",
             ) from exc
@@ -239,16 +246,16 @@ class Fp16Gate:
                 f"the {self.decided_by} rejects the FP32 outputs compared with themselves",
                 hint="the limits cannot be met by any model: loosen them (e.g. --min-cosine 0.999)",
             )
-        self.beat.status("FP16 gate: every node in FP16")
+        self.beat.status(f"{self.what} gate: every node in {self.what}")
         started = time.monotonic()
         first = self.evaluate(forced)
         per_sample = (time.monotonic() - started) / len(self.samples)
         if first.passed or not self.options.search:
             return self._report(first, forced, forced, (), ())
-        self.beat.say("  FP16 fails the gate: " + "; ".join(line for line in first.lines() if "FAIL" in line))
+        self.beat.say(f"  {self.what} fails the gate: " + "; ".join(line for line in first.lines() if "FAIL" in line))
 
         keep = set(forced)
-        self.beat.status("FP16 gate: measuring activation ranges")
+        self.beat.status(f"{self.what} gate: measuring activation ranges")
         ranges = self._call("ranges")
         overflow = tuple(n for n in self.units if ranges.get(n, 0.0) > FP16_MAX and n not in keep)
         if overflow:
@@ -294,7 +301,7 @@ class Fp16Gate:
         for index, block in enumerate(blocks):
             if self._out_of_budget():
                 break
-            self.beat.status(f"FP16 gate: ranking {index + 1}/{len(blocks)} {what}")
+            self.beat.status(f"{self.what} gate: ranking {index + 1}/{len(blocks)} {what}")
             scores[index] = self._alone(block, worst)
         # Unranked blocks (budget spent) go last, larger activations first: they lose the most to rounding.
         ranked = sorted(range(len(blocks)), key=lambda i: (i not in scores, -scores.get(i, 0.0),
@@ -310,14 +317,14 @@ class Fp16Gate:
         failing, passing = 0, len(order)  # keeping all of ``order`` is the FP32 model itself
         count = 1
         while count < len(order) and not self._out_of_budget():
-            self.beat.status(f"FP16 gate: trying {count} more node(s) in FP32")
+            self.beat.status(f"{self.what} gate: trying {count} more node(s) {self.fallback}")
             if self.evaluate(keep | frozenset(order[:count])).passed:
                 passing = count
                 break
             failing, count = count, count * 2
         while passing - failing > 1 and not self._out_of_budget():
             middle = (failing + passing) // 2
-            self.beat.status(f"FP16 gate: narrowing down to {middle} node(s) in FP32")
+            self.beat.status(f"{self.what} gate: narrowing down to {middle} node(s) {self.fallback}")
             if self.evaluate(keep | frozenset(order[:middle])).passed:
                 passing = middle
             else:
@@ -331,7 +338,7 @@ class Fp16Gate:
             for node in reversed(list(chosen)):
                 if self._out_of_budget():
                     break
-                self.beat.status(f"FP16 gate: trying {node} in FP16 again")
+                self.beat.status(f"{self.what} gate: trying {node} in {self.what} again")
                 trial = [n for n in chosen if n != node]
                 if self.evaluate(keep | frozenset(trial)).passed:
                     chosen = trial

@@ -35,3 +35,13 @@ def session(model, *, optimize: bool = True):
         # Fusions would remove the Cast pairs that carry the FP16 rounding.
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def switch_nodes(mask: str, index: int, switch: str) -> list:
+    """Nodes that read entry ``index`` of the boolean graph input ``mask`` into the scalar tensor ``switch``: how
+    one graph serves every set of nodes a search tries (the FP16 emulation's and the INT8 gate's, which ``Where``
+    nodes then follow)."""
+    onnx = onnx_module()
+    at = onnx.helper.make_tensor(f"{switch}_index", onnx.TensorProto.INT64, [], [index])
+    return [onnx.helper.make_node("Constant", [], [f"{switch}_index"], value=at, name=f"{switch}_index_const"),
+            onnx.helper.make_node("Gather", [mask, f"{switch}_index"], [switch], axis=0, name=f"{switch}_gather")]

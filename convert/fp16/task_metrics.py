@@ -102,12 +102,13 @@ def _topk(k: int, output: str | None):
     return agreement
 
 
-def _load(spec: str):
+def load_function(spec: str, *, flag: str = "--metric", error: type[Exception] = MetricError):
+    """``package.module:function`` → the function; ``flag`` names the option in the error."""
     module, _, name = spec.partition(":")
     try:
         return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise MetricError(f"--metric {spec} cannot be loaded: {exc}",
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise error(f"{flag} {spec} cannot be loaded: {exc}",
                           hint="give an importable package.module:function (check PYTHONPATH)") from exc
 
 
@@ -131,7 +132,7 @@ def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMe
         return TaskMetric(spec, dense, threshold)
     target = ALIASES.get(spec, spec)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", target):
-        return TaskMetric(spec, _load(target), threshold)
+        return TaskMetric(spec, load_function(target), threshold)
     raise MetricError(f"unknown --metric '{spec}'",
                       hint="use topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], lanes, or "
                            "package.module:function")

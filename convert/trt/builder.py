@@ -14,9 +14,10 @@ from types import ModuleType
 from orinkit.convert.errors import ConvertError, DlaError, EngineBuildError, InputModelError
 from orinkit.convert.shapes import InputProfile, Shape
 from orinkit.convert.trt.generation import generation
+from orinkit.convert.trt.int8 import Int8Sources, cache_calibrator, dla_cache, int8_route, network_flags
 from orinkit.convert.trt.log import capturing_logger
 from orinkit.convert.trt.memory import available_memory
-from orinkit.convert.trt.precision import onnx_node_names, pin_fp32
+from orinkit.convert.trt.precision import onnx_node_names, pin_fp32, pin_precision
 from orinkit.core.files import atomic_write_bytes
 from orinkit.core.optional import require
 
@@ -36,6 +37,7 @@ class BuildOptions:
     min_workspace: int = 64 << 20
     timing_cache: Path | None = None
     dla_core: int | None = None
+    int8: Int8Sources | None = None  # the INT8 artifacts (orinkit.convert.int8.stage) when building INT8
 
     def __post_init__(self) -> None:
         if self.min_workspace <= 0 or (self.workspace is not None and self.workspace <= 0):
@@ -59,6 +61,7 @@ class BuildResult:
     workspace: int
     attempts: tuple[Attempt, ...]
     fp16_mode: str  # "flag", "graph" or "off"
+    int8_mode: str = "off"  # "strongly-typed", "explicit-flag", "calibration-cache" (orinkit.convert.trt.int8)
     fp32_layers: tuple[str, ...] = ()
     unmatched_fp32_nodes: tuple[str, ...] = ()
     profiles: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
@@ -77,10 +80,16 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
     trt = require("tensorrt")
     gen = generation(trt)
     version = str(trt.__version__)
-    if options.dla_core is not None:
+    route = None
+    if options.int8 is not None:
+        route = int8_route(gen, version, dla=options.dla_core is not None, fp32_onnx=Path(onnx_path),
+                           sources=options.int8)
+    elif options.dla_core is not None:
         _check_dla_policy(gen, version, options)
-    fp16_mode = _fp16_mode(trt, gen, version, options, fp16_onnx_path)
-    source = Path(fp16_onnx_path if fp16_mode == "graph" else onnx_path)
+    # Strongly typed: the graph's own types decide, and TensorRT refuses precision flags.
+    fp16_mode = "graph" if route is not None and route.strongly_typed else _fp16_mode(
+        trt, gen, version, options, fp16_onnx_path)
+    source = route.source if route is not None else Path(fp16_onnx_path if fp16_mode == "graph" else onnx_path)
     if not source.is_file():
         raise InputModelError(f"{source} does not exist", hint="export the model to ONNX first")
 
@@ -89,8 +98,8 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
     if options.dla_core is not None and builder.num_DLA_cores <= options.dla_core:
         raise DlaError(f"DLA core {options.dla_core} asked for, but this device has {builder.num_DLA_cores} DLA cores",
                        hint="Orin AGX and NX have cores 0 and 1, Orin Nano has none: leave out --dla-core there")
-    network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH) if gen == 8 else 0)
-    progress(f"parsing {source.name} with TensorRT {version}")
+    network = builder.create_network(network_flags(trt, gen, route))
+    progress(f"parsing {source.name} with TensorRT {version}" + (f" (INT8: {route.mode})" if route else ""))
     parser = _parse(trt, network, logger, source, version)
 
     config = builder.create_builder_config()
@@ -104,6 +113,15 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
                 config.set_flag(trt.BuilderFlag.OBEY_PRECISION_CONSTRAINTS)
             if unmatched:
                 progress(f"no TensorRT layer came from the FP32 nodes {', '.join(unmatched)}")
+    if route is not None and not route.strongly_typed:
+        config.set_flag(trt.BuilderFlag.INT8)
+        if route.mode == "calibration-cache":
+            progress("DLA INT8 is implicit here: the calibration cache carries the Q/DQ graph's scales")
+            config.int8_calibrator = cache_calibrator(trt, dla_cache(options.int8.opset17, version))
+            if options.int8.excluded:
+                pinned, _ = pin_precision(trt, network, options.int8.excluded, onnx_node_names(source), trt.float16)
+                if pinned:
+                    config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
     profiles = _add_profile(builder, config, network, options.profiles)
     if options.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
@@ -118,7 +136,8 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
     if options.timing_cache is not None:
         atomic_write_bytes(options.timing_cache, bytes(config.get_timing_cache().serialize()))
     return BuildResult(plan=plan, generation=gen, tensorrt_version=version, workspace=attempts[-1].workspace,
-                       attempts=tuple(attempts), fp16_mode=fp16_mode, fp32_layers=fp32_layers,
+                       attempts=tuple(attempts), fp16_mode=fp16_mode,
+                       int8_mode=route.mode if route is not None else "off", fp32_layers=fp32_layers,
                        unmatched_fp32_nodes=unmatched, profiles=profiles, source=source)
 
 

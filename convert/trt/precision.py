@@ -47,7 +47,14 @@ def _owner(layer: str, nodes: set[str]) -> str | None:
 
 def pin_fp32(trt: ModuleType, network, keep: Sequence[str],
              node_names: Iterable[str] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Constrain the layers of ``keep``'s nodes to FP32; returns (pinned layer names, nodes without a layer).
+    """Constrain the layers of ``keep``'s nodes to FP32; returns (pinned layer names, nodes without a layer)."""
+    return pin_precision(trt, network, keep, node_names, trt.float32)
+
+
+def pin_precision(trt: ModuleType, network, keep: Sequence[str], node_names: Iterable[str],
+                  dtype) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Constrain the layers of ``keep``'s nodes to ``dtype`` (FP32 for the FP16 gate's nodes, FP16 for the INT8
+    gate's on an implicitly quantized DLA build); returns (pinned layer names, nodes without a layer).
 
     Layers with no floating output (shape arithmetic, integer ops) are left alone: they have no FP16 form,
     and TensorRT rejects a float precision on them.
@@ -63,9 +70,9 @@ def pin_fp32(trt: ModuleType, network, keep: Sequence[str],
         outputs = [i for i in range(layer.num_outputs) if layer.get_output(i).dtype in floating]
         if not outputs:
             continue
-        layer.precision = trt.float32
+        layer.precision = dtype
         for index in outputs:
-            layer.set_output_type(index, trt.float32)
+            layer.set_output_type(index, dtype)
         pinned.append(layer.name)
     unmatched = tuple(name for name, names in matches.items() if not names)
     return tuple(pinned), unmatched
