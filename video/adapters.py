@@ -64,7 +64,7 @@ def _record(array: np.ndarray):
 
 
 def jpeg(image: np.ndarray, quality: int = 90) -> bytes:
-    """A BGR frame as JPEG bytes (Pillow; 3-5 ms at 640x360, where PNG costs 41 ms)."""
+    """A BGR frame as JPEG bytes (Pillow; about 1 ms at 640x360 on this 2-core x86, where PNG costs 40-60 ms)."""
     import io
 
     from PIL import Image
