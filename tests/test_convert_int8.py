@@ -4,6 +4,7 @@ onnxruntime >= 1.32 judging real ONNX files, the calibration set's checks, and t
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -178,3 +179,25 @@ def test_a_gate_that_int8_cannot_meet_fails_with_exit_7(int8_digits, tmp_path):
             int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="user_metrics:never_agrees",
             fp16=False, gate_budget=5))
     assert caught.value.exit_code == 7 and not (tmp_path / "never").exists()
+
+
+def test_a_torch_model_converts_to_int8_in_one_call(int8_digits, tmp_path):
+    import sys
+
+    import torch
+
+    from orinkit.convert.pipeline import ConvertOptions, convert_torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    try:
+        import mnist_ensemble
+    finally:
+        sys.path.pop(0)
+    images, labels = int8_digits["images"], int8_digits["labels"]
+    model = mnist_ensemble.train(images[:1200], labels[:1200])
+    result = convert_torch(model, [torch.from_numpy(images[:1])], tmp_path / "digits.edge", ConvertOptions(
+        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="topk", engine=False),
+        input_names=["pixels"], output_names=["logits"])
+    assert result.int8.passed and result.int8.calibration_samples == 300 and result.int8.held_out == 297
+    int8 = _run(result.output / "model.int8.onnx", images[1500:])
+    assert np.mean(int8.argmax(1) == labels[1500:]) >= 0.9
