@@ -77,7 +77,7 @@ def test_options_that_do_not_apply_are_refused(url, clip):
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_stop_signal_ends_the_stream_with_complete_files(url, tmp_path, stop):
     long_clip = tmp_path / "long.mp4"
-    write_clip(long_clip, frames=300)
+    write_clip(long_clip, frames=900)  # 30 s paced: the signal lands mid-stream even on a loaded machine
     results, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
     process = subprocess.Popen(
         [sys.executable, "-m", "orinkit.cli.stream", str(long_clip), "--model", "slow_means", "--url", url,
@@ -104,7 +104,7 @@ def test_view_serves_the_annotated_frames_and_figures_on_the_device_page(url, tm
     from video_fixtures import free_port
 
     long_clip = tmp_path / "long.mp4"
-    write_clip(long_clip, frames=300)
+    write_clip(long_clip, frames=900)  # 30 s paced: the signal lands mid-stream even on a loaded machine
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "orinkit.cli.stream", str(long_clip), "--model", "frame_means", "--url", url,
