@@ -79,8 +79,12 @@ def test_a_stop_signal_ends_the_stream_with_complete_files(url, tmp_path, stop):
     long_clip = tmp_path / "long.mp4"
     write_clip(long_clip, frames=900)  # 30 s paced: the signal lands mid-stream even on a loaded machine
     results, video = tmp_path / "out.jsonl", tmp_path / "out.mp4"
+    # As from a terminal: a suite started in the background by a non-interactive shell inherits SIGINT ignored,
+    # and an ignored signal stays ignored in every child (Unix), so the child puts Python's own handler back first.
+    terminal = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv[0] = 'edge-stream'; runpy.run_module('orinkit.cli.stream', run_name='__main__')")
     process = subprocess.Popen(
-        [sys.executable, "-m", "orinkit.cli.stream", str(long_clip), "--model", "slow_means", "--url", url,
+        [sys.executable, "-c", terminal, str(long_clip), "--model", "slow_means", "--url", url,
          "--realtime", "--results", str(results), "--save", str(video)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
