@@ -30,6 +30,7 @@ from video_fixtures import RtspCamera, camera_missing  # noqa: E402
 from video_models import build_video_repository  # noqa: E402
 
 from orinkit.client import Client  # noqa: E402
+from orinkit.core.processes import live_group_members  # noqa: E402
 from orinkit.core.stats import percentile  # noqa: E402
 from orinkit.server.local import start_on_free_ports  # noqa: E402
 from orinkit.video.adapters import adapter_for  # noqa: E402
@@ -300,24 +301,6 @@ def full_speed(pipeline: Pipeline, client: Client, video: Path, frames: int) -> 
     return pipeline_fps, alone / (time.perf_counter() - start), client_ms
 
 
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (the server's Python-backend stubs), from /proc."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        found.append(current)
-        todo.extend(parents.get(current, []))
-    return found
-
-
 def _pin(pids: list[int], cpus: set[int]) -> None:
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").iterdir():
@@ -330,13 +313,13 @@ def separated(server_pid: int, measure):
     everything = set(range(os.cpu_count() or 1))
     if len(everything) < 2:
         raise SystemExit("(a) separated needs 2 cores")
-    _pin(_tree(server_pid), {1})
+    _pin(live_group_members(server_pid), {1})
     _pin([os.getpid()], {0})
     try:
         return measure()
     finally:
         _pin([os.getpid()], everything)
-        _pin(_tree(server_pid), everything)
+        _pin(live_group_members(server_pid), everything)
 
 
 def lane_sections(work: Path, sections: str, weights: str, frames: int) -> None:
