@@ -50,5 +50,5 @@ $(PY):
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video,int8]'
+	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video,int8,tune]'
 	touch $@

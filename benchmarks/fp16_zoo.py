@@ -20,8 +20,8 @@ steps on drawn pages, a few minutes on the CPU; its map sharp), exported by torc
 beside the float audio (16000 in each sample's --data); 8 frames of drawn 16 kHz audio, half speech-like, half
 noise; its task metric is the speech decision (probability > 0.5) per frame.
 
-``laneatt_lite`` is the lane model orinkit ships, with its trained weights as they are (no rescaling needed: they
-are real), judged on 8 drawn roads by its lanes.
+``laneatt_lite`` and ``laneatt_r18_trained`` are the lane models orinkit ships, with their trained weights as they
+are (no rescaling needed: they are real), judged on 8 drawn roads by their lanes.
 
 Goals: >= 95 % of the nodes in FP16 on every model whose FP16 agrees with FP32; LaneATT's and the text detectors'
 gates <= 60 s here; the residual MLP caught (FP16 fails at first, nodes kept in FP32 until it passes).
@@ -67,17 +67,20 @@ def ppocr_det() -> Path | None:
     return path if path.is_file() else None
 
 
-def laneatt_lite():
-    """The lane model orinkit ships (trained here on drawn roads): its own trained weights, no rescaling."""
+def shipped_lanes(arch: str):
+    """A lane model orinkit ships (trained on drawn roads): its own trained weights, no rescaling."""
     from orinkit.lanes.model import build_lane_model
 
-    return build_lane_model().eval()
+    return lambda: build_lane_model(arch).eval()
 
 
-def laneatt_lite_missing() -> bool:
+def shipped_lanes_missing(name: str) -> bool:
     from orinkit.lanes.weights import has_shipped_weights
 
-    return not has_shipped_weights("lite")
+    return not has_shipped_weights(SHIPPED[name])
+
+
+SHIPPED = {"laneatt_lite": "lite", "laneatt_r18_trained": "r18"}
 
 
 def voice_activity():
@@ -130,7 +133,8 @@ MODELS = {
     "transformer": (zoo.transformer_encoder, (64, 1, 256), "topk"),
     "vit_small": (zoo.vit_small, (1, 3, 224, 224), "topk"),
     "laneatt_r18": (zoo.laneatt, (1, 3, 360, 640), "lanes"),
-    "laneatt_lite": (laneatt_lite, (1, 3, 360, 640), "lanes"),
+    "laneatt_lite": (shipped_lanes("lite"), (1, 3, 360, 640), "lanes"),
+    "laneatt_r18_trained": (shipped_lanes("r18"), (1, 3, 360, 640), "lanes"),
     "detection_head": (zoo.detection_head, (1, 3, 320, 320), "realistic_models:detections_agree"),
     "residual_mlp": (zoo.residual_mlp, (1, 256), "topk"),
     "voice_activity": (voice_activity, (1, 512), "torch_models:speech_agrees"),
@@ -138,7 +142,7 @@ MODELS = {
     "ppocr_det": (ppocr_det, (1, 3, 640, 640), "mask"),
 }
 DENSE = {"text_detector", "ppocr_det"}
-LANES = {"laneatt_r18", "laneatt_lite"}
+LANES = {"laneatt_r18", "laneatt_lite", "laneatt_r18_trained"}
 
 
 def samples_for(name: str, shape, count: int) -> np.ndarray:
@@ -275,8 +279,8 @@ def main(argv=None) -> int:
             if name == "ppocr_det" and ppocr_det() is None:
                 print(f"{name:16} skipped: pip install --no-deps rapidocr-onnxruntime (its wheel ships the model)")
                 continue
-            if name == "laneatt_lite" and laneatt_lite_missing():
-                print(f"{name:16} skipped: no trained lite weights ship in orinkit/lanes/weights/ yet")
+            if name in SHIPPED and shipped_lanes_missing(name):
+                print(f"{name:16} skipped: no trained {SHIPPED[name]} weights ship in orinkit/lanes/weights/")
                 continue
             row = run_model(name, Path(work), args.samples, args.gpu_reference)
             rows.append(row)

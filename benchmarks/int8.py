@@ -122,7 +122,7 @@ def laneatt_lite(work: Path) -> dict | None:
     if not has_shipped_weights("lite"):
         return None
     torch.manual_seed(0)
-    path = export_lane_onnx(build_lane_model().eval(), work / "laneatt.onnx")
+    path = export_lane_onnx(build_lane_model("lite").eval(), work / "laneatt.onnx")
     frames = realistic_models.road_frames(96, seed=700)[:, None]
     np.savez(work / "lane.calib.npz", **{_input_name(path): frames[:64]})
     np.savez(work / "lane.data.npz", **{_input_name(path): frames[64:]})

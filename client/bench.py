@@ -152,7 +152,7 @@ def tritonclient_call(url: str, model: str, inputs: Mapping[str, np.ndarray], in
     return make
 
 
-def _measured_power(sampler_factory, run):
+def measured_power(sampler_factory, run):
     """``run()`` inside a tegrastats sampler (on a Jetson): its result and the power summary as a dict."""
     if sampler_factory is None:
         return run(), None
@@ -224,7 +224,7 @@ def bench(url: str, model: str, *, levels: Sequence[int] = (1, 4), duration_s: f
             clients: list = []
             try:
                 server.start()
-                ours, power = _measured_power(power_sampler, lambda clients=clients, level=level: run_load(
+                ours, power = measured_power(power_sampler, lambda clients=clients, level=level: run_load(
                     orinkit_call(url, model, inputs, shared_memory=shared_memory, clients=clients),
                     concurrency=level, duration_s=duration_s, requests=requests))
                 ours_server = server_summary(server.stop(ours.requests))

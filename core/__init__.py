@@ -4,6 +4,7 @@ atomic writes, child-process isolation, signals, /proc process helpers and laten
 from orinkit.core.errors import (
     EXIT_ACCURACY,
     EXIT_BAD_INPUT,
+    EXIT_BUDGET,
     EXIT_BUSY,
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -26,6 +27,7 @@ __all__ = [
     "EXIT_MISSING",
     "EXIT_SERVER",
     "EXIT_STALE",
+    "EXIT_BUDGET",
     "EXIT_USAGE",
     "BrokenDependencyError",
     "MissingExtraError",

@@ -15,6 +15,7 @@ code  meaning
 6     a server, an engine or a native library failed at run time
 7     the FP16 accuracy gate failed
 8     a TensorRT plan is stale for this device and cannot be rebuilt
+9     a measurement cannot be trusted or met its goal nowhere (edge-tune: no configuration within the budgets)
 130   stopped by SIGINT or SIGTERM (after cleaning up)
 ====  ===========================================================
 
@@ -32,6 +33,7 @@ EXIT_SERVER = 6
 EXIT_RUNTIME = EXIT_SERVER  # engine and native-library failures share the server's code: the run failed
 EXIT_ACCURACY = 7
 EXIT_STALE = 8
+EXIT_BUDGET = 9
 EXIT_INTERRUPTED = 130  # the shell's code for a command stopped by SIGINT
 
 

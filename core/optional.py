@@ -24,6 +24,7 @@ INSTALL_HINTS = {
     "PIL": "run: pip install 'orinkit[server]' (Pillow)",
     "boto3": "run: pip install 'orinkit[fleet]'",
     "modelopt": "run: pip install 'orinkit[int8]' (nvidia-modelopt without its [onnx] extra; see the README)",
+    "matplotlib": "run: pip install 'orinkit[tune]' (matplotlib, for the plot)",
     "av": "run: pip install 'orinkit[video]' (PyAV; 17.1 on JetPack 6's Python 3.10)",
     "gi": "GStreamer's Python bindings come from the system: apt install python3-gi gstreamer1.0-tools (JetPack has "
           "them); create the venv with --system-site-packages",

@@ -88,12 +88,13 @@ def _check_top_k(top_k) -> None:
 
 def scores(proposals) -> np.ndarray:
     """softmax(logits)[1] of each proposal ([..., 77] -> [...]), float64."""
-    array = np.asarray(proposals, dtype=np.float64)
+    array = np.asarray(proposals)
     if array.ndim < 1 or array.shape[-1] != PROPOSAL_SIZE:
         raise LaneInputError(f"proposals must have shape [..., {PROPOSAL_SIZE}], got {list(array.shape)}")
+    logits = array[..., :2].astype(np.float64)  # the two logits only: the whole array in float64 is 2 MB a frame
     # This form cannot overflow into inf / inf: a huge gap makes exp() inf and the score exactly 0.
     with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(array[..., 0] - array[..., 1]))
+        return 1.0 / (1.0 + np.exp(logits[..., 0] - logits[..., 1]))
 
 
 def _row_ranges(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -110,6 +111,7 @@ def _row_ranges(p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 _COLUMNS = np.arange(PROPOSAL_SIZE)
+SUM_DOWN_ROWS = 8
 
 
 def _overlaps(p, first, last, valid, k: int, others: np.ndarray, threshold: float) -> np.ndarray:
@@ -122,8 +124,14 @@ def _overlaps(p, first, last, valid, k: int, others: np.ndarray, threshold: floa
     inside = (_COLUMNS >= low[:, None]) & (_COLUMNS <= 5 + end[:, None])
     with np.errstate(invalid="ignore", over="ignore"):
         gaps = np.where(inside, np.abs(p[others] - p[k]), np.float32(0))
-        # cumsum adds in order in float32, as the kernel's loop does, so the sums agree to the bit.
-        dist = np.cumsum(gaps, axis=1)[:, -1]
+        # The sums must add in float32 and in the kernel loop's order to agree to the bit. A cumsum along each row
+        # does; so does a sum down the rows of the transposed copy (numpy adds row after row when the rows are
+        # the outer loop), 20x faster: the cumsum was 90 % of the time with 2784 candidates. With a single row,
+        # numpy would sum that contiguous column pairwise instead, so few rows take the cumsum.
+        if len(others) < SUM_DOWN_ROWS:
+            dist = np.cumsum(gaps, axis=1)[:, -1]
+        else:
+            dist = np.add.reduce(np.ascontiguousarray(gaps.T), axis=0)
         limit = np.float32(threshold) * (end - start + 1).astype(np.float32)
         return valid[others] & valid[k] & (end >= start) & (dist < limit)
 

@@ -11,6 +11,7 @@ runtime of an ONNX model, to check with its backends).
 from orinkit.repo.add import PlacedModel, add_model
 from orinkit.repo.bls import BlsSpec, add_bls
 from orinkit.repo.check import Finding, check_repository
+from orinkit.repo.config_change import ConfigChange, change_config, revert_config
 from orinkit.repo.configs import Runtime
 from orinkit.repo.deploy import DeployResult, LoadResult, RollbackResult, deploy_version, load_versions, rollback
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, add_ensemble
@@ -39,6 +40,7 @@ from orinkit.repo.steps import ImagePreprocess, TopK, add_step
 __all__ = [
     "ArtifactError",
     "BlsSpec",
+    "ConfigChange",
     "CheckFailedError",
     "ConfigParseError",
     "DeployBusyError",
@@ -73,6 +75,7 @@ __all__ = [
     "add_model",
     "add_python_model",
     "add_step",
+    "change_config",
     "check_repository",
     "deploy_version",
     "format_config",
@@ -80,6 +83,7 @@ __all__ = [
     "model_source",
     "parse_config",
     "read_config",
+    "revert_config",
     "rollback",
     "write_config",
 ]

@@ -314,10 +314,11 @@ def _check_oneflow_folder(report: _Report, folder: Path, saved: Path, label: str
     report.error("oneflow-layout", folder.name, saved, f"{label}: {problem}", fix)
 
 
-def check_version_folder(model_dir: Path, version: Path) -> list[Finding]:
-    """Findings for one version folder (staged or placed) against the model's config."""
+def check_version_folder(model_dir: Path, version: Path, config: mc.ModelConfig | None = None) -> list[Finding]:
+    """Findings for one version folder (staged or placed) against the model's config (``config``: against one
+    about to replace it)."""
     report = _Report(model_dir.parent)
-    config = read_config(model_dir / CONFIG_NAME)
+    config = config if config is not None else read_config(model_dir / CONFIG_NAME)
     runtime = runtime_of(config)
     if runtime is None:
         report.error("unknown-runtime", model_dir.name, model_dir / CONFIG_NAME, "the config names no platform or "

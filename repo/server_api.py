@@ -43,10 +43,12 @@ class RepositoryAPI:
             # A Python model's load failure carries its stack over many lines: one line, the exception first.
             raise ServerAPIError(f"{what} on {self.url} failed: {one_line(message)}", hint=hint) from exc
 
-    def load(self, name: str, timeout_s: float | None = None) -> float:
-        """Load ``name`` (the server answers once the load has ended); the seconds it took."""
+    def load(self, name: str, timeout_s: float | None = None, *, config: str | None = None) -> float:
+        """Load ``name`` (the server answers once the load has ended); the seconds it took. ``config`` (the JSON
+        of a ModelConfig) replaces the repository's config.pbtxt for this load only: the file is not touched, and
+        a later load without it reads the file again."""
         started = time.monotonic()
-        self._call(f"loading '{name}'", self._client.load_model, name, client_timeout=timeout_s)
+        self._call(f"loading '{name}'", self._client.load_model, name, config=config, client_timeout=timeout_s)
         return time.monotonic() - started
 
     def unload(self, name: str) -> None:

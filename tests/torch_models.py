@@ -110,3 +110,16 @@ def speech_agrees(reference, candidate) -> float:
     ref = np.concatenate([np.ravel(r["prob"]) for r in reference]) > 0.5
     got = np.concatenate([np.ravel(c["prob"]) for c in candidate]) > 0.5
     return float(np.mean(ref == got))
+
+
+class DigitsMlp(torch.nn.Module):
+    """A digits-sized classifier (8x8 pixels in, 10 logits out): per-request overhead dominates its compute, so a
+    server's batching pays (edge-tune's tests and benchmark)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+
+    def forward(self, x):
+        return self.net(x)
