@@ -3,6 +3,7 @@ SIGINT or SIGTERM unwinds it (temporary folders, child processes, servers) befor
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -27,6 +28,15 @@ class Interrupted(click.ClickException):
         super().__init__("interrupted: stopped, and removed what was half-made")
 
 
+def _quiet_half_made(unraisable) -> None:
+    """After a stop signal only: a tritonclient client whose constructor the signal cut short fails in its
+    ``__del__`` at exit (no ``_stream`` yet); that traceback would follow the clean one-line stop as noise."""
+    if getattr(unraisable.object, "__module__", "").startswith("tritonclient") and isinstance(
+            unraisable.exc_value, AttributeError):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _invoke(invoke, ctx: click.Context) -> Any:
     with sigterm_as_interrupt():
         try:
@@ -34,6 +44,7 @@ def _invoke(invoke, ctx: click.Context) -> Any:
         except OrinkitError as exc:
             raise CommandError(exc) from exc
         except KeyboardInterrupt:
+            sys.unraisablehook = _quiet_half_made
             raise Interrupted() from None
 
 
