@@ -226,16 +226,16 @@ def tune(options: TuneOptions, *, progress: Progress = lambda message: None) -> 
     started = time.monotonic()
     server.start()
     try:
-        report, chosen = _sweep(options, config, space, budgets, server, jetson, progress)
+        report, chosen, inputs = _sweep(options, config, space, budgets, server, jetson, progress)
         report["seconds"] = round(time.monotonic() - started, 1)
         if options.apply:
-            report["applied"] = _apply(options, config, chosen, server, report, progress)
+            report["applied"] = _apply(options, config, chosen, server, report, inputs, progress)
         return report
     finally:
         server.stop()
 
 
-def _sweep(options, config, space, budgets, server, jetson, progress) -> tuple[dict, object]:
+def _sweep(options, config, space, budgets, server, jetson, progress) -> tuple[dict, object, dict]:
     from orinkit.client.bench import random_inputs
     from orinkit.client.client import Client
 
@@ -289,7 +289,7 @@ def _sweep(options, config, space, budgets, server, jetson, progress) -> tuple[d
     report["pick"]["throughput"] = figure.throughput
     progress(f"pick: {chosen.candidate.label()}: {figure.throughput:.1f} infer/s at concurrency "
              f"{figure.concurrency}, p99 {figure.p99_ms:.1f} ms" + (" (measured again)" if again else ""))
-    return report, chosen
+    return report, chosen, inputs
 
 
 def _confirm(measurer: Measurer, config, measurements, budgets: Budgets, duration_s: float,
@@ -329,14 +329,14 @@ def _tegrastats():
     return TegrastatsSampler
 
 
-def _apply(options, config, chosen, server, report, progress) -> dict:
+def _apply(options, config, chosen, server, report, inputs, progress) -> dict:
     """Write the pick, load it as the repository now has it, and measure it once more at the pick's concurrency."""
     from orinkit.repo.config_change import change_config
     from orinkit.repo.errors import RepoError
 
     new = configure(config, chosen.candidate)
     level = dict(report["pick"]["confirmed"] or report["pick"]["best"])
-    verify = Measurer(server.url, options.name, new, _inputs_of(options, server), levels=(level["concurrency"],),
+    verify = Measurer(server.url, options.name, new, inputs, levels=(level["concurrency"],),
                       duration_s=max(options.duration_s, 3.0), alive=server.alive)
     checked = {}
 
@@ -359,13 +359,3 @@ def _apply(options, config, chosen, server, report, progress) -> dict:
              f"--repo {options.repository} --revert")
     return {"config_path": str(change.path), "previous": str(change.previous), "config": format_config(new),
             "throughput": measured.throughput, "p99_ms": measured.p99_ms, "ratio_to_sweep": ratio}
-
-
-def _inputs_of(options, server) -> dict:
-    from orinkit.client.bench import random_inputs
-    from orinkit.client.client import Client
-
-    if options.inputs is not None:
-        return dict(options.inputs)
-    with Client(server.url, options.name) as probe:
-        return random_inputs(probe.info, payload=options.payload)
