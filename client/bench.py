@@ -40,11 +40,15 @@ def _percentile(sorted_ms: Sequence[float], q: float) -> float | None:
 
 
 def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int, duration_s: float | None = None,
-             requests: int | None = None) -> LevelResult:
+             requests: int | None = None, warmup_s: float = 0.0) -> LevelResult:
     """``concurrency`` threads, each with its own ``make_call()``, calling until ``duration_s`` passes or
-    ``requests`` calls were made in all."""
+    ``requests`` calls were made in all. With ``warmup_s`` (duration runs only) the same load runs that long
+    first, uncounted: a model just loaded runs its first requests slower (allocations, lazy initialisation), and
+    a short run that includes them understates the configuration."""
     if (duration_s is None) == (requests is None):
         raise InvalidInputError("give a duration or a request count", hint="--duration 10 or --requests 1000")
+    if warmup_s and duration_s is None:
+        raise InvalidInputError("a warm-up goes with a duration, not a request count", hint="drop warmup_s")
     latencies: list[float] = []
     errors = [0]
     first_error: list[str] = []
@@ -56,6 +60,11 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
     def worker(call):
         local, failed = [], 0
         start_gate.wait()
+        while warmup_s and time.perf_counter() < counted_from:
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - the counted run that follows meets it again and counts it
+                pass
         while True:
             if duration_s is not None and time.perf_counter() >= deadline:
                 break
@@ -79,12 +88,12 @@ def run_load(make_call: Callable[[], Callable[[], object]], *, concurrency: int,
     threads = [threading.Thread(target=worker, args=(c,)) for c in calls]
     for thread in threads:
         thread.start()
-    started = time.perf_counter()
-    deadline = started + (duration_s or 0)
+    counted_from = time.perf_counter() + warmup_s
+    deadline = counted_from + (duration_s or 0)
     start_gate.wait()
     for thread in threads:
         thread.join()
-    seconds = time.perf_counter() - started
+    seconds = time.perf_counter() - counted_from
     ordered = sorted(latencies)
     return LevelResult(concurrency, len(ordered), errors[0], round(seconds, 3), len(ordered) / seconds,
                        _percentile(ordered, 50), _percentile(ordered, 90), _percentile(ordered, 95),

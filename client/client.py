@@ -26,7 +26,7 @@ from orinkit.client.errors import (
     map_exception,
     unready_model_error,
 )
-from orinkit.client.model import ModelInfo, prepare_inputs
+from orinkit.client.model import KNOWN_SIGNATURES, ModelInfo, passed_unchanged, prepare_inputs, signature
 
 COMPRESSION = (None, "gzip", "deflate")
 
@@ -115,6 +115,7 @@ class Client:
         self._keepalive, self._channel_options = keepalive, tuple(channel_options)
         self._grpc = connect(url, tls=self._tls, keepalive=keepalive, channel_options=channel_options)
         self._info: ModelInfo | None = None
+        self._known: dict[tuple, _Plan] = {}  # per input signature that passed prepare_inputs unchanged
         self._shm = None
         self._init_lock = threading.Lock()
         self._shm_lock = threading.Lock()
@@ -208,46 +209,50 @@ class Client:
         return None if self.timeout_s is None else time.monotonic() + self.timeout_s
 
     def _with_retry(self, call, deadline: float | None, *, region_lost=None, attempts: int | None = None,
-                    budget_s: float | None = None, span: str = "of the call"):
+                    budget_s: float | None = None, span: str = "of the call", failed: Exception | None = None):
         """``call(seconds_left)`` until it succeeds, retrying UNAVAILABLE (and, with ``region_lost``, a shared
         memory region the server forgot) until ``deadline``; the most specific ClientError otherwise.
         ``attempts`` overrides the retry policy's cap; ``budget_s`` is the deadline's length when it is not the
-        client's timeout_s (a stream's own), and ``span`` what it bounds, for the messages."""
+        client's timeout_s (a stream's own), and ``span`` what it bounds, for the messages. ``failed``: the
+        InferenceServerException of a first attempt the caller made itself."""
         from tritonclient.utils import InferenceServerException
 
         delay = self.retry.backoff_s
         budget = self.timeout_s if budget_s is None else budget_s
         cap = attempts or self.retry.attempts or (ATTEMPTS_WITHOUT_DEADLINE if deadline is None else None)
-        attempt, last, reregistered = 0, None, 0
+        attempt, last, reregistered = (0, None, 0) if failed is None else (1, None, 0)
         while True:
-            self._check_open()
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                if isinstance(last, ModelNotReadyError):
-                    raise ModelNotReadyError(f"{last.message} (for the whole {budget:g} s {span})",
-                                             hint=last.hint) from last.__cause__
-                if isinstance(last, ServerUnavailableError):
-                    raise ServerUnavailableError(
-                        f"the server at {self.url} was unreachable for the whole {budget:g} s {span}: "
-                        f"{last.message}", hint=last.hint) from last.__cause__
-                raise DeadlineExceededError(f"{self.url} did not answer within the {budget:g} s {span}",
-                                            hint="raise timeout_s, or look at the server's load") from last
-            attempt += 1
-            try:
-                return call(left)
-            except InferenceServerException as exc:
-                error = map_exception(exc, url=self.url, model=self.model)
-                error.__cause__ = exc
-                recoverable = isinstance(error, (ServerUnavailableError, ModelNotReadyError)) or (
-                    region_lost is not None and isinstance(error, SharedMemoryRegionLostError) and reregistered < 3)
-                if not recoverable or (cap is not None and attempt >= cap):
-                    raise error from exc
-                last = error
+            if failed is None:
+                self._check_open()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    if isinstance(last, ModelNotReadyError):
+                        raise ModelNotReadyError(f"{last.message} (for the whole {budget:g} s {span})",
+                                                 hint=last.hint) from last.__cause__
+                    if isinstance(last, ServerUnavailableError):
+                        raise ServerUnavailableError(
+                            f"the server at {self.url} was unreachable for the whole {budget:g} s {span}: "
+                            f"{last.message}", hint=last.hint) from last.__cause__
+                    raise DeadlineExceededError(f"{self.url} did not answer within the {budget:g} s {span}",
+                                                hint="raise timeout_s, or look at the server's load") from last
+                attempt += 1
+                try:
+                    return call(left)
+                except InferenceServerException as exc:
+                    failed = exc
+            exc, failed = failed, None
+            error = map_exception(exc, url=self.url, model=self.model)
+            error.__cause__ = exc
+            recoverable = isinstance(error, (ServerUnavailableError, ModelNotReadyError)) or (
+                region_lost is not None and isinstance(error, SharedMemoryRegionLostError) and reregistered < 3)
+            if not recoverable or (cap is not None and attempt >= cap):
+                raise error from exc
+            last = error
             if isinstance(last, SharedMemoryRegionLostError):
                 reregistered += 1
                 region_lost()
                 continue
-            self._wait_ready(delay if left is None else min(delay, max(0.0, deadline - time.monotonic())))
+            self._wait_ready(delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, self.retry.max_backoff_s)
 
     def _wait_ready(self, seconds: float) -> None:
@@ -281,16 +286,49 @@ class Client:
     def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on one sample or a batch, read from the shapes; a shape that reads both ways (a model
         whose per-sample dims start with -1) raises InvalidInputError: use ``infer_sample`` or ``infer_batch``."""
+        if outputs is None and not named and (plan := self._known.get(signature(arrays, "auto"))) is not None:
+            return self._run_planned(plan, arrays)
         return self._run(arrays, named, outputs, "auto")
 
     def infer_sample(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on one sample (no batch axis); results come back without a batch axis."""
+        if outputs is None and not named and (plan := self._known.get(signature(arrays, "sample"))) is not None:
+            return self._run_planned(plan, arrays)
         return self._run(arrays, named, outputs, "sample")
 
     def infer_batch(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on a batch (leading axis, 1 to the model's max_batch_size); results keep the batch axis.
         A model that does not batch refuses it."""
+        if outputs is None and not named and (plan := self._known.get(signature(arrays, "batch"))) is not None:
+            return self._run_planned(plan, arrays)
         return self._run(arrays, named, outputs, "batch")
+
+    def _run_planned(self, plan: _Plan, arrays: Sequence):
+        """A call whose inputs' dtypes and shapes passed every check before unchanged: the checks' answer is
+        known. Measured: the checks, run on every call, made a small model's calls ~5 % slower than
+        tritonclient's own."""
+        self._check_open()
+        deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+        inputs = []
+        for name, datatype, array in zip(plan.names, plan.datatypes, arrays):
+            if plan.single:
+                array = array[None]
+            tensor = plan.input_class(name, list(array.shape), datatype)
+            tensor.set_data_from_numpy(array)
+            inputs.append(tensor)
+
+        def infer(left):
+            return self._grpc.infer(self.model, inputs, model_version=self.version or "", outputs=plan.requested,
+                                    client_timeout=left, compression_algorithm=self.compression)
+
+        try:  # the first attempt inline: most calls need no other
+            result = infer(None if deadline is None else deadline - time.monotonic())
+        except plan.server_exception as exc:
+            result = self._with_retry(infer, deadline, failed=exc)
+        if len(plan.wanted) == 1:
+            value = result.as_numpy(plan.wanted[0])
+            return value[0] if plan.single else value
+        return {name: result.as_numpy(name)[0] if plan.single else result.as_numpy(name) for name in plan.wanted}
 
     def _run(self, arrays: Sequence, named: dict, outputs: Sequence[str] | None, form: str, *,
              sequence: dict | None = None, attempts: int | None = None):
@@ -306,6 +344,10 @@ class Client:
         prepared, single = prepare_inputs(info, arrays, named, form)
         self._check_size(prepared)
         wanted = self._wanted(info, outputs)
+        if (outputs is None and not named and sequence is None and self._shm is None
+                and len(self._known) < KNOWN_SIGNATURES and (key := signature(arrays, form)) is not None
+                and passed_unchanged(info, arrays, prepared)):
+            self._known[key] = _Plan.of(info, single, wanted)
         if self._shm is not None:
             with self._shm_lock:
                 results = self._infer(info, prepared, wanted, deadline, sequence, attempts)
@@ -316,7 +358,9 @@ class Client:
         return results[wanted[0]] if len(wanted) == 1 else results
 
     def _wanted(self, info: ModelInfo, outputs: Sequence[str] | None) -> list[str]:
-        wanted = list(outputs or self.default_outputs or [t.name for t in info.outputs])
+        if not outputs and not self.default_outputs:
+            return [t.name for t in info.outputs]
+        wanted = list(outputs or self.default_outputs)
         unknown = [n for n in wanted if n not in {t.name for t in info.outputs}]
         if unknown:
             raise InvalidInputError(f"'{self.model}' has no output {', '.join(repr(n) for n in unknown)}",
@@ -514,6 +558,29 @@ class Client:
                 self._shm.close()
         except Exception:
             pass
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a call with a known input signature sends: the checks' answer (``single``: add and drop the batch
+    axis), the inputs' names and types, and the requested outputs (read only by infer(): shared by threads)."""
+
+    single: bool
+    names: tuple[str, ...]
+    datatypes: tuple[str, ...]
+    wanted: tuple[str, ...]
+    requested: list
+    input_class: type
+    server_exception: type
+
+    @classmethod
+    def of(cls, info: ModelInfo, single: bool, wanted: Sequence[str]) -> _Plan:
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+
+        return cls(single, tuple(t.name for t in info.inputs), tuple(t.dtype for t in info.inputs), tuple(wanted),
+                   [grpcclient.InferRequestedOutput(name) for name in wanted], grpcclient.InferInput,
+                   InferenceServerException)
 
 
 def size_text(count: int) -> str:

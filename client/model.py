@@ -86,6 +86,33 @@ def _fits(array: np.ndarray, target: np.dtype) -> bool:
 
 
 FORMS = ("auto", "sample", "batch")
+# Plans kept per client: a camera loop sends one shape; a caller that varies shapes stops adding here.
+KNOWN_SIGNATURES = 64
+
+
+def signature(arrays: Sequence, form: str) -> tuple | None:
+    """What the checks in ``prepare_inputs`` depend on when nothing needs casting: the form and each positional
+    array's dtype and shape. None where the checks must run in full (non-arrays, object arrays, which are sized
+    by content, and non-contiguous arrays, which are copied)."""
+    key = [form]
+    for array in arrays:
+        if type(array) is not np.ndarray or array.dtype.hasobject or not array.flags.c_contiguous:
+            return None
+        key.append(array.dtype)
+        key.append(array.shape)
+    return tuple(key)
+
+
+def passed_unchanged(info: ModelInfo, arrays: Sequence, prepared: Mapping) -> bool:
+    """Whether ``prepare_inputs`` sent every input as given (no cast, no copy, all of them positional): then the
+    same dtypes and shapes pass the same checks, and a later call may skip them."""
+    if len(arrays) != len(info.inputs):
+        return False
+    for tensor, array in zip(info.inputs, arrays):
+        sent = prepared[tensor.name]
+        if sent.dtype != array.dtype or sent.ctypes.data != array.ctypes.data:
+            return False
+    return True
 
 
 def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping,

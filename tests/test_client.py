@@ -117,6 +117,34 @@ def test_dynamic_first_dim_is_ambiguous_for_call_and_explicit_with_infer_sample_
             client.infer_sample(batch)
 
 
+def test_repeated_calls_skip_the_checks_only_for_what_passed_them_unchanged(url):
+    """A shape and dtype that passed without a cast is remembered (a camera loop's checks cost a small model ~5 %);
+    anything else still goes through every check, every time."""
+    with Client(url, "row_sums") as client:
+        rows = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+        for scale in (1, 2, 3):  # the remembered path sends the array's current contents
+            rows *= scale
+            np.testing.assert_array_equal(client(rows), rows.sum(axis=1))
+        assert [plan.single for plan in client._known.values()] == [False], "one batch signature remembered"
+        one = np.arange(8, dtype=np.float32).reshape(2, 4)
+        for _ in range(2):  # refused each time, never remembered
+            with pytest.raises(InvalidInputError, match="is ambiguous"):
+                client(one)
+        for _ in range(2):
+            np.testing.assert_array_equal(client.infer_sample(one), one.sum(axis=0))
+        assert sorted(plan.single for plan in client._known.values()) == [False, True]
+        for _ in range(2):  # a cast (float64 -> FP32) is checked every time, never remembered
+            np.testing.assert_array_equal(client(rows.astype(np.float64)), rows.sum(axis=1))
+        assert len(client._known) == 2
+        with pytest.raises(InvalidInputError, match="takes FP32 .* got complex128"):
+            client(rows.astype(np.complex128))
+        with pytest.raises(InvalidInputError, match=r"batch of 5, the model takes 1 to 4"):
+            client(np.zeros((5, 2, 4), np.float32))
+        transposed = np.asfortranarray(rows[0])[None]  # not C-contiguous: copied, so always checked
+        np.testing.assert_array_equal(client(transposed), rows.sum(axis=1))
+        assert len(client._known) == 2
+
+
 def test_infer_batch_is_refused_for_a_model_that_does_not_batch(url):
     with Client(url, "plus_one") as client:
         x = np.zeros((2, 3), np.float32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from client_fixtures import build_client_repository
 
 from orinkit.cli.bench import main
+from orinkit.client import InvalidInputError
 from orinkit.client.bench import percentile, run_load
 
 
@@ -71,6 +73,25 @@ def test_run_load_counts_requests_and_failures():
     result = run_load(make, concurrency=3, requests=50)
     assert result.requests + result.errors == 50 and result.errors == 10
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+
+
+def test_run_load_warm_up_is_run_but_not_counted():
+    """A model just loaded serves its first requests slower: they run, and neither the count, the latencies nor
+    the seconds include them."""
+    made = []
+
+    def make():
+        def call():
+            made.append(time.perf_counter())
+            time.sleep(0.05 if len(made) <= 6 else 0.002)  # the first requests are slow
+        return call
+
+    result = run_load(make, concurrency=2, duration_s=0.3, warmup_s=0.3)
+    assert len(made) > result.requests > 0
+    assert result.p99_ms < 20, "the slow first requests fell in the warm-up"
+    assert 0.29 <= result.seconds < 0.5
+    with pytest.raises(InvalidInputError, match="warm-up goes with a duration"):
+        run_load(make, concurrency=1, requests=5, warmup_s=1.0)
 
 
 def test_power_and_energy_per_inference_from_tegrastats(url):

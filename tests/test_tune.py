@@ -56,8 +56,13 @@ def test_a_greedy_sweep_measures_part_of_the_grid_and_writes_nothing(repository)
         assert m["error"] is None and m["memory_mb"] > 50, m  # the server and its Python stubs, in MB
         assert all(level["requests"] > 0 and level["errors"] == 0 for level in m["levels"]), m
     pick = report["pick"]
-    best = max(m["best"]["throughput"] for m in measured if m["feasible"])
-    assert pick is not None and pick["best"]["throughput"] >= 0.99 * best  # near-equals go to the cheaper one
+    # The best two of the sweep are measured again, longer, and the pick stands on that second figure (near-equals
+    # go to the cheaper one): a short run's best of many overstates its configuration.
+    ranked = sorted((m for m in measured if m["feasible"]), key=lambda m: -m["best"]["throughput"])
+    assert pick is not None and pick["label"] in [m["label"] for m in ranked[:2]]
+    again = [float(line.split(": ")[2].split(" infer/s")[0]) for line in lines if line.startswith("again: ")]
+    assert len(again) == 2 and pick["confirmed"] is not None
+    assert pick["throughput"] == pick["confirmed"]["throughput"] >= 0.99 * max(again)
     assert config_text(repository) == before and not (repository / "mlp" / "config.pbtxt.previous").exists()
     assert any(line.startswith("[2] ") for line in lines) and any("s per configuration" in line for line in lines)
     assert lines[-1].startswith("pick: ")

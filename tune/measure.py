@@ -24,6 +24,9 @@ from orinkit.tune.space import Candidate, configure
 DEFAULT_LEVELS = (1, 2, 4, 8, 16, 32)
 # A level that adds less than this to the best throughput so far has found the configuration's ceiling.
 SATURATION_GAIN = 0.05
+# Uncounted load before the first level after a load (and before confirmation and --apply's runs): the first
+# requests a model just loaded serves run slower, and a 1 s level that counted them understated it.
+WARMUP_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class Measurer:
         with PeakSampler(self.memory) as peak:
             best = 0.0
             for concurrency in self.levels:
-                level, power = self.level(concurrency)
+                level, power = self.level(concurrency, warmup_s=0.0 if levels else WARMUP_S)
                 levels.append(level)
                 if not level.requests or level.errors:
                     break  # a configuration that fails requests at this load will not do better at more
@@ -155,12 +158,14 @@ class Measurer:
         self.guard()
         return Measurement(candidate, tuple(levels), peak.peak, time.monotonic() - started, power=power)
 
-    def level(self, concurrency: int, duration_s: float | None = None) -> tuple[Level, dict | None]:
+    def level(self, concurrency: int, duration_s: float | None = None,
+              warmup_s: float = 0.0) -> tuple[Level, dict | None]:
+        """One load level; ``warmup_s`` of the same load first, uncounted (for a model just loaded)."""
         clients: list = []
         try:
             result, power = measured_power(self.power_sampler, lambda: run_load(
                 orinkit_call(self.url, self.name, self.inputs, shared_memory=None, clients=clients),
-                concurrency=concurrency, duration_s=duration_s or self.duration_s))
+                concurrency=concurrency, duration_s=duration_s or self.duration_s, warmup_s=warmup_s))
         except Exception as exc:  # noqa: BLE001 - a client that cannot even connect: the server may be gone
             died = self._died(f"measuring '{self.name}' at concurrency {concurrency}")
             if died is not None:
@@ -173,6 +178,9 @@ class Measurer:
             died = self._died(f"measuring '{self.name}' at concurrency {concurrency}")
             if died is not None:
                 raise died
+        if warmup_s and power and power.get("input_power_mw") and result.requests:
+            # The sampler ran through the uncounted warm-up too: the mean power over the counted seconds.
+            power["energy_per_inference_j"] = power["input_power_mw"] / 1000.0 * result.seconds / result.requests
         energy = (power or {}).get("energy_per_inference_j")
         return Level(concurrency, result.throughput, result.p50_ms, result.p99_ms, result.requests, result.errors,
                      result.first_error, energy), power

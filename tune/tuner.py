@@ -36,6 +36,7 @@ from orinkit.tune.space import (
 Progress = Callable[[str], None]
 CONFIRM = 2  # the best configurations measured again before the pick
 CONFIRM_S = 3.0  # seconds of that second measurement, at least
+CONFIRM_WARMUP_S = 1.0  # uncounted load before it (and before --apply's run): both follow a fresh load
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,8 @@ def _confirm(measurer: Measurer, config, measurements, budgets: Budgets, duratio
     for m in ranked:
         if measurer.load(configure(config, m.candidate)) is not None:
             continue
-        level, _ = measurer.level(m.best(budgets).concurrency, max(CONFIRM_S, 2 * duration_s))
+        level, _ = measurer.level(m.best(budgets).concurrency, max(CONFIRM_S, 2 * duration_s),
+                                  warmup_s=CONFIRM_WARMUP_S)
         progress(f"again: {m.candidate.label()}: {level.throughput:.1f} infer/s at concurrency "
                  f"{level.concurrency}, p99 {level.p99_ms or 0:.1f} ms")
         if level.meets(budgets):
@@ -341,7 +343,7 @@ def _apply(options, config, chosen, server, report, inputs, progress) -> dict:
     checked = {}
 
     def accept() -> None:
-        measured, _ = verify.level(level["concurrency"])
+        measured, _ = verify.level(level["concurrency"], warmup_s=CONFIRM_WARMUP_S)
         if not measured.requests or measured.errors:
             raise ApplyError(f"the applied config answered {measured.requests} requests with {measured.errors} "
                              f"failures: {measured.first_error}", hint="the server log says why")
