@@ -103,10 +103,11 @@ def greedy(space: SearchSpace, measure: Measure, budgets: Budgets, *, min_gain: 
 
 def _step(space: SearchSpace, record: _Recorder, current: Candidate, dimension: str, direction: int,
           min_gain: float) -> Candidate | None:
-    """The next value of ``dimension`` if it pays, else the one after it (a batch of 2 with no wait can gain
-    nothing where 4 gains a quarter), else None."""
+    """The next value of ``dimension`` if it pays, else, going up, the one after it (a batch of 2 with no wait can
+    gain nothing where 4 gains a quarter), else None. Going down looks one step only: a smaller value that does
+    not pay leaves nothing below it worth a measurement."""
     step = space.neighbours(current, dimension, direction)
-    for _ in range(1 + LOOKAHEAD):
+    for _ in range(1 + (LOOKAHEAD if direction > 0 else 0)):
         if step is None:
             return None
         if _better(record(step), record(current), min_gain):
