@@ -18,7 +18,7 @@ GSTREAMER_PACKAGES := python3-gi gir1.2-gst-rtsp-server-1.0 gstreamer1.0-plugins
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export ORINKIT_CHROMIUM := $(CHROMIUM)
 
-.PHONY: demo test lint
+.PHONY: demo test lint docs
 
 demo: $(INSTALLED)
 	$(PY) -m orinkit.lanes.demo $(ARGS)
@@ -43,6 +43,12 @@ $(GSTREAMER):
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 
+# The documentation site, into site/: --strict turns every warning (a broken link or anchor, an API name that no
+# longer exists) into a failure. The reference pages are generated from the code at build time (docs/hooks/).
+# NO_MKDOCS_2_WARNING silences Material's banner about its own future, which says nothing about the site.
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
 $(PY):
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "orinkit needs Python 3.10 or newer")'
 	$(PYTHON) -m venv $(VENV)
@@ -50,5 +56,5 @@ $(PY):
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video,int8,tune]'
+	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video,int8,tune,docs]'
 	touch $@

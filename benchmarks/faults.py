@@ -198,7 +198,7 @@ def killed_deploys(work: Path, trials: int) -> dict:
                                      load_models=("affine",))
         record_loaded(repository, server.command.http_url)
         deploy = subprocess.Popen([str(BIN / "edge-repo"), "deploy", "affine", str(broken), "--repo",
-                                   str(repository), "--server", server.command.grpc_url],
+                                   str(repository), "--url", server.command.grpc_url],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         moment = rng.uniform(0.0, 2.5)
         time.sleep(moment)

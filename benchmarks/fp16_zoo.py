@@ -1,6 +1,7 @@
 """The FP16 gate on a zoo of models with weights at realistic scale, each through edge-convert's library call.
 
     python benchmarks/fp16_zoo.py [--models resnet18,laneatt] [--samples 8] [--gpu-reference] [--json out.json]
+                                  [--plot nodes.png]
 
 Per model: the convertible nodes, the share left in FP16 and the gate's seconds under the default criterion, the
 criterion's values with every node in FP16 (range error, cosine), then the same conversion judged by the task
@@ -28,6 +29,9 @@ gates <= 60 s here; the residual MLP caught (FP16 fails at first, nodes kept in 
 
 With --gpu-reference (a machine with CUDA and torch) each model also runs in real FP16 on the GPU, and its
 agreement with FP32 (range error, cosine) is printed beside the emulation's.
+
+--plot PATH draws the rows measured as a PNG (needs matplotlib): per model, its nodes in FP16 and those the gate
+kept in FP32, under the default criterion and under the model's task metric.
 """
 
 from __future__ import annotations
@@ -259,12 +263,47 @@ def run_model(name: str, work: Path, samples: int, gpu: bool) -> dict:
     return row
 
 
+def plot_nodes(rows: list[dict], path: Path) -> Path:
+    """Per model two stacked bars of node counts: FP16 and kept in FP32, by the default criterion and by the
+    task metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    figure, axes = plt.subplots(figsize=(9, 0.75 * len(rows) + 1.4), dpi=110)
+    labels, positions = [], []
+    for index, row in enumerate(reversed(rows)):
+        for offset, (fraction, what) in enumerate(((row["fp16_fraction"], "default criterion"),
+                                                   (row["metric_fp16_fraction"], row["metric"].split(":")[-1]))):
+            y = index * 2.6 + (1 - offset) * 1.0
+            fp16 = round(fraction * row["nodes"])
+            axes.barh(y, fp16, color="tab:green", height=0.85)
+            axes.barh(y, row["nodes"] - fp16, left=fp16, color="tab:red", height=0.85)
+            axes.text(row["nodes"] + 2, y, f"{fp16}/{row['nodes']} ({fraction:.0%})", va="center", fontsize=8)
+            labels.append(f"{row['model']}: {what}")
+            positions.append(y)
+    axes.set_yticks(positions, labels, fontsize=8)
+    axes.set_xlabel("nodes")
+    axes.set_xlim(0, max(row["nodes"] for row in rows) * 1.25)
+    legend = [Patch(color="tab:green", label="FP16"), Patch(color="tab:red", label="kept in FP32 by the gate")]
+    axes.legend(handles=legend, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
+    axes.set_title("FP16 nodes per model (edge-convert's gate, FP16 emulated on onnxruntime)", fontsize=10, pad=22)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated, from: " + ", ".join(MODELS))
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--gpu-reference", action="store_true", help="also run real FP16 on a CUDA GPU")
     parser.add_argument("--json", type=Path, default=None, help="write the rows here too")
+    parser.add_argument("--plot", type=Path, default=None, help="draw the nodes kept per model as a PNG here")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     unknown = sorted(set(names) - set(MODELS))
@@ -315,6 +354,8 @@ def main(argv=None) -> int:
             print(f"  {row['model']} gate {row['gate_s']:.1f} s (goal <= 60 s): {verdict}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.plot and rows:
+        print(f"wrote {plot_nodes(rows, args.plot)}")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Video into a served model (edge-stream's pipeline), each goal measured side by side in one run on this machine's
 real tritonserver, with real RTSP cameras (gst-rtsp-server on 127.0.0.1, the wall clock stamped into every frame).
 
-    python benchmarks/stream.py [--sections abcde] [--live-seconds 60]
+    python benchmarks/stream.py [--sections abcde] [--live-seconds 60] [--plot latency.png]
 
 (a) a file at full speed through the lane ensemble: FPS against the ensemble alone at the same concurrency
 (b) a live 30 fps camera into a model slower than 30 fps: capture→answer p95 against the model's own p95 plus one
@@ -10,6 +10,9 @@ real tritonserver, with real RTSP cameras (gst-rtsp-server on 127.0.0.1, the wal
     concurrency
 (d) lane F1 over the synthetic road video, per frame against its truth
 (e) reconnect: a frozen camera noticed within the read timeout + 0.5 s; the first answer after it returns
+
+--plot PATH draws (b) as a PNG (needs matplotlib): each answer's latency against the time it came, for the
+pipeline (capture→answer and camera clock→answer) and for the naive loop beside it.
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ def model_alone(url: str, model: str, calls: int = 40) -> list[float]:
     return times
 
 
-def live_latency(url: str, seconds: float) -> None:
+def live_latency(url: str, seconds: float) -> dict:
+    """(b); returns what --plot draws: each series as (seconds since its first answer, latency in seconds)."""
     print(f"\n(b) a live 30 fps camera (640x360 H.264 over RTSP) into slow_means (100 ms a call), {seconds:.0f} s")
     own = model_alone(url, "slow_means")
     with RtspCamera() as camera:
@@ -129,10 +133,14 @@ def live_latency(url: str, seconds: float) -> None:
         print(f"  camera's clock→answer (adds the camera's encoding, RTSP and decoding): p50 {p(true_ms, 50):.0f} ms, "
               f"p95 {p(true_ms, 95):.0f} ms, max {max(true_ms) * 1000:.0f} ms")
         print(f"  read {stats['read']}, answered {stats['answered']}, dropped {stats['dropped']}")
-        naive(url, camera.url, min(15.0, seconds))
+        series = {"capture→answer": [(a - start, a - c) for _, _, c, a, _ in rows],
+                  "camera clock→answer": [(a - start, a - s) for _, _, _, a, s in rows if s is not None]}
+        ages = naive(url, camera.url, min(15.0, seconds))
+    return {"seconds": seconds, "model_p95_ms": p(own, 95), "goal_ms": goal, "pipeline": series,
+            "naive": [(t - ages[0][0], age) for t, age in ages]}
 
 
-def naive(url: str, camera_url: str, seconds: float) -> None:
+def naive(url: str, camera_url: str, seconds: float) -> list[tuple[float, float]]:
     """The loop users write first: decode a frame, infer, repeat."""
     import av
 
@@ -153,6 +161,40 @@ def naive(url: str, camera_url: str, seconds: float) -> None:
     print(f"  naive decode-then-infer loop, {seconds:.0f} s: camera's clock→answer first third p50 "
           f"{early:.0f} ms, last third p50 {late:.0f} ms, max {max(a for _, a in ages) * 1000:.0f} ms "
           f"({'growing' if late > early + FRAME_S * 1000 else 'not growing'})")
+    return ages
+
+
+def plot_latency(measured: dict, path: Path) -> Path:
+    """(b) over time: the pipeline's latencies stay flat while the naive loop's grow (log scale: both fit)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(9, 4.8), dpi=110)
+    for (label, points), colour in zip(measured["pipeline"].items(), ("tab:blue", "tab:cyan")):
+        if points:
+            t, latency = zip(*points)
+            axes.plot(t, [x * 1000 for x in latency], ".", markersize=3, color=colour,
+                      label=f"edge-stream pipeline, {label}")
+    if measured["naive"]:
+        t, latency = zip(*measured["naive"])
+        axes.plot(t, [x * 1000 for x in latency], ".", markersize=3, color="tab:red",
+                  label="naive decode-then-infer loop, camera clock→answer")
+    axes.axhline(measured["goal_ms"], color="grey", linestyle="--", linewidth=1,
+                 label=f"goal: model alone p95 + one frame + 20 ms ({measured['goal_ms']:.0f} ms)")
+    axes.set_yscale("log")
+    axes.set_xlabel("seconds since the first answer")
+    axes.set_ylabel("latency (ms, log scale)")
+    axes.set_title(f"A live 30 fps camera into a 100 ms model ({measured['seconds']:.0f} s; the naive loop "
+                   "run after it)", fontsize=10)
+    axes.grid(alpha=0.3, which="both")
+    axes.legend(fontsize=8, loc="center right")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
 
 
 def many_sources(url: str, seconds: float) -> None:
@@ -229,7 +271,10 @@ def main() -> int:
     parser.add_argument("--weights", default="shipped",
                         help="lane weights: shipped (else the runs/lite training checkpoint) or a checkpoint.pt")
     parser.add_argument("--road-frames", type=int, default=300)
+    parser.add_argument("--plot", type=Path, default=None, help="draw (b)'s latencies over time as a PNG here")
     args = parser.parse_args()
+    if args.plot and "b" not in args.sections:
+        parser.error("--plot draws section b: add b to --sections")
     missing = camera_missing()
     if missing and set(args.sections) & set("bce"):
         print(f"sections b, c and e need the RTSP test camera: {missing}")
@@ -243,7 +288,9 @@ def main() -> int:
         try:
             url = server.command.grpc_url
             if "b" in args.sections:
-                live_latency(url, args.live_seconds)
+                measured = live_latency(url, args.live_seconds)
+                if args.plot:
+                    print(f"  wrote {plot_latency(measured, args.plot)}")
             if "c" in args.sections:
                 many_sources(url, args.many_seconds)
             if "e" in args.sections:

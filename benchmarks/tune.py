@@ -1,6 +1,6 @@
 """edge-tune's greedy walk against the exhaustive grid, on two models this machine's tritonserver runs.
 
-    python benchmarks/tune.py [--duration 1] [--latency-budget-ms 60] [--only batching|instances]
+    python benchmarks/tune.py [--duration 1] [--latency-budget-ms 60] [--only batching|instances] [--plot tune.png]
 
 - ``batching``: a digits-sized MLP run by onnxruntime in the Python backend. Its compute is tiny beside the
   per-request cost of a Python-backend execution, so the dynamic batcher pays.
@@ -11,6 +11,9 @@ For each model: the grid (every configuration) and the greedy walk under the sam
 its own, one after the other; then the pick is applied (config.pbtxt rewritten, loaded) and measured again.
 Goals: the pick's throughput >= 0.95x the grid's best, in <= 1/3 of the grid's time; the applied config measured
 within 10 % of the tuner's figure. Run it on an otherwise idle machine: it measures throughput.
+
+--plot PATH keeps the plots edge-tune draws (needs matplotlib): the greedy walk's at PATH and the grid's beside it
+(``tune-grid.png``); with both models, each model's name goes before the suffix (``tune-batching.png``).
 """
 
 from __future__ import annotations
@@ -86,6 +89,13 @@ def run(kind: str, args, work: Path) -> dict:
     throughput_ratio = walk["pick"]["throughput"] / grid["pick"]["throughput"]  # each measured again, longer
     time_ratio = walk_s / grid_s
     applied = walk["applied"]["ratio_to_sweep"]
+    if args.plot:
+        from orinkit.tune.report import plot
+
+        path = args.plot if args.only else args.plot.with_name(f"{args.plot.stem}-{kind}{args.plot.suffix}")
+        for report, where in ((walk, path), (grid, path.with_name(f"{path.stem}-grid{path.suffix}"))):
+            where.parent.mkdir(parents=True, exist_ok=True)
+            print(f"   wrote {plot(report, where)}", flush=True)
     ones = grid_one_instance_ratio(grid)
     print(f"   what the dimensions are worth here (grid): best / best with 1 instance and no batching = {ones:.2f}x")
     return {"model": kind, "throughput_ratio": throughput_ratio, "time_ratio": time_ratio, "applied": applied,
@@ -115,6 +125,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per concurrency level")
     parser.add_argument("--latency-budget-ms", type=float, default=60.0)
     parser.add_argument("--only", choices=list(MODELS), default=None)
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="keep edge-tune's plots: the greedy walk's here, the grid's beside it")
     args = parser.parse_args()
     print(f"edge-tune: greedy walk vs exhaustive grid (p99 budget {args.latency_budget_ms:g} ms, {args.duration:g} s "
           f"per level; instances {SPACE['instances']}, max batch 1..16, delays {SPACE['delays_us']} us)")

@@ -51,7 +51,8 @@ def _sampler(power: bool | None):
 
 
 @click.command(cls=OrinkitCommand)
-@click.option("--url", default="localhost:8001", show_default=True, help="gRPC address of the server.")
+@click.option("--url", "--server", "url", default="localhost:8001", show_default=True,
+              help="gRPC address of the server.")
 @click.option("--model", required=True)
 @click.option("--concurrency", default="1,4", show_default=True, help="Levels to run, comma-separated.")
 @click.option("--duration", type=float, default=None, help="Seconds per level and client (default 5).")

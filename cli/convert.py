@@ -104,7 +104,9 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 
 @click.command(cls=OrinkitCommand)
 @click.argument("model", required=False, type=click.Path(path_type=Path))
-@click.option("--torch", "torch_factory", default=None, help="package.module:factory returning an nn.Module.")
+@click.option("--torch", "torch_factory", default=None,
+              help="package.module:factory returning an nn.Module; the module is imported as python -m imports it: "
+                   "from the current folder too, then from PYTHONPATH and the installed packages.")
 @click.option("--input", "torch_inputs", multiple=True, help="--torch: NAME:DIMS of each input (repeatable).")
 @click.option("--output-name", "output_names", multiple=True, help="--torch: name of each output (repeatable).")
 @click.option("--dynamic-batch", is_flag=True, help="--torch: make axis 0 of every input and output dynamic.")
@@ -133,7 +135,7 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--rtol", type=float, default=None, help="elementwise: relative tolerance [default: 0.01].")
 @click.option("--metric", default=None,
               help="Judge FP16 by the task instead: topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], "
-                   "lanes, or package.module:function.")
+                   "lanes, or package.module:function (imported from the current folder too, as --torch is).")
 @click.option("--min-agreement", type=float, default=None, help="--metric: the agreement that passes [default: 0.99].")
 @click.option("--gate-budget", type=float, default=60.0, show_default=True,
               help="Seconds the search for FP32 nodes may take; it ends with the best passing set found.")

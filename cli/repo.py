@@ -44,15 +44,16 @@ def _repository(path: Path, create: bool) -> Path:
                         hint="check the path, or pass --create to start a new repository there")
     return path  # made with its first model, so a failed first add leaves nothing
 # Commands that only talk to a server default to the local one, as edge-bench and the Client do; deploy and
-# rollback change files first and touch a server only when --server names one (no server: files only).
+# rollback change files first and touch a server only when --url names one (no server: files only). Every command
+# that talks to a running server names its address --url, with --server as another name for it.
 LOCAL_SERVER = "localhost:8001"
-_SERVER = click.option("--server", default=None,
-                       help="gRPC URL of a server in explicit model control mode to load the result on, e.g. "
+_SERVER = click.option("--url", "--server", "server", default=None,
+                       help="gRPC address of a server in explicit model control mode to load the result on, e.g. "
                             f"{LOCAL_SERVER}. Without it only the repository's files change.")
 
 
 def _local_server(help_text: str):
-    return click.option("--server", default=LOCAL_SERVER, show_default=True, help=help_text)
+    return click.option("--url", "--server", "server", default=LOCAL_SERVER, show_default=True, help=help_text)
 
 
 @contextmanager
@@ -67,7 +68,7 @@ def _reaching(server: str):
         if not status.endswith("UNAVAILABLE"):
             raise
         raise ServerAPIError(exc.message, hint=f"is tritonserver running at {server} (its gRPC port)? Pass "
-                                               "--server HOST:PORT to use another") from cause
+                                               "--url HOST:PORT to use another") from cause
 
 
 def _echo(message: str) -> None:
@@ -297,7 +298,7 @@ def check(repository_arg, repository, backend_directory, python, portable, no_au
 @_SERVER
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for READY.")
 def deploy(name, artifact, repository, server, timeout) -> None:
-    """Add ARTIFACT as the next version of NAME; with --server, load it and wait until it is READY."""
+    """Add ARTIFACT as the next version of NAME; with --url, load it and wait until it is READY."""
     with _reaching(server):
         result = deploy_version(repository, name, artifact, server=server, timeout_s=timeout, progress=_echo)
     click.echo(f"deployed {result.name} version {result.version}"
@@ -319,7 +320,7 @@ def rollback_command(name, repository, server, timeout) -> None:
 @main.command("load")
 @click.argument("name")
 @_REPO
-@_local_server("gRPC URL of a server in --model-control-mode explicit.")
+@_local_server("gRPC address of a server in --model-control-mode explicit.")
 @click.option("--timeout", type=float, default=300.0, show_default=True)
 def load_command(name, repository, server, timeout) -> None:
     """Load NAME on the server, putting back versions a start set aside; what loads is recorded as serving."""
@@ -332,7 +333,7 @@ def load_command(name, repository, server, timeout) -> None:
 
 @main.command("unload")
 @click.argument("name")
-@_local_server("gRPC URL of a server in --model-control-mode explicit.")
+@_local_server("gRPC address of a server in --model-control-mode explicit.")
 def unload_command(name, server) -> None:
     """Unload NAME from the server (its files stay; edge-repo load brings it back)."""
     with _reaching(server), RepositoryAPI(server) as api:
@@ -342,7 +343,7 @@ def unload_command(name, server) -> None:
 
 
 @main.command("index")
-@_local_server("gRPC URL of the server.")
+@_local_server("gRPC address of the server.")
 @click.option("--json", "as_json", is_flag=True)
 def index_command(server, as_json) -> None:
     """Every model the server's repository holds, with its versions' states (loaded or not)."""
@@ -377,7 +378,7 @@ _COUNTS = ("success_count", "failure_count", "inference_count", "execution_count
 
 
 @main.command()
-@_local_server("gRPC URL of the server.")
+@_local_server("gRPC address of the server.")
 @click.option("--json", "as_json", is_flag=True)
 def status(server, as_json) -> None:
     """Models, versions and their states on a running server, with each loaded version's successful and failed
@@ -411,7 +412,7 @@ def _gates(items: tuple[str, ...], rtol: float, atol: float) -> dict:
 @click.option("--atol", type=float, default=1e-5, show_default=True, help="The gates' absolute tolerance.")
 @click.option("--unproven", is_flag=True,
               help="Also push versions no server has loaded here (by default only versions edge-repo deploy "
-                   "--server or edge-repo load have loaded READY are pushed).")
+                   "--url or edge-repo load have loaded READY are pushed).")
 def push(repository, url, models, version, endpoint_url, gates, rtol, atol, unproven) -> None:
     """Upload model versions of REPOSITORY to the bucket, immutably: files first (sha256 as they stream), the
     manifest last. A version already there is never overwritten (the same files again: nothing to do; other

@@ -194,7 +194,7 @@ def prepare(repository, owner) -> None:
 
 
 @main.command("wait-ready")
-@click.option("--url", "http_url", default="http://127.0.0.1:8000", show_default=True,
+@click.option("--url", "--server", "http_url", default="http://127.0.0.1:8000", show_default=True,
               help="The server's HTTP address.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait.")
 @click.option("--repository", "-r", type=click.Path(path_type=Path), default=None,
@@ -403,7 +403,7 @@ def uninstall(name, root, dry_run) -> None:
 
 
 @main.command("ui")
-@click.option("--url", default="localhost:8001", show_default=True,
+@click.option("--url", "--server", "url", default="localhost:8001", show_default=True,
               help="Triton's gRPC address (the try panel and control).")
 @click.option("--http-url", default=None,
               help="Triton's HTTP address (the models panel); default: --url's host, on the --http-port of the "

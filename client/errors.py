@@ -185,7 +185,7 @@ def unready_model_error(index: list[dict], *, url: str, model: str, version: str
     states = {m.get("state") or "" for m in served}
     if states & {"LOADING", "READY"}:
         return None
-    load = f"edge-repo load {model} --repo REPOSITORY --server {url}"
+    load = f"edge-repo load {model} --repo REPOSITORY --url {url}"
     versions = ", ".join(f"{m['version']} {m.get('state') or 'not loaded'}" for m in entries if m.get("version"))
     if version and not served and versions:
         return ModelNotFoundError(f"unknown model: '{model}' version {version} is not served by {url} (its "

@@ -122,6 +122,11 @@ def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping,
     ``form`` says what the arrays are for a model that batches: ``"sample"`` (one sample: the batch axis is
     added), ``"batch"`` (the leading axis is the batch) or ``"auto"`` (read from the shape, refused where both
     readings fit).
+
+    A BYTES input also takes a bare bytes or str (one item: one sample where the per-sample dims are [1] or [-1],
+    the batch axis added for a model that batches) and a list or tuple of them, kept item for item (trailing NUL
+    bytes included). For dims [1] or [-1] a flat list of N items is a batch of N one-item samples for ``"batch"``,
+    and for ``"auto"`` where nothing else fits (N > 1 with dims [1]).
     """
     if form not in FORMS:
         raise InvalidInputError(f"form '{form}' is not one of {', '.join(FORMS)}", hint="use infer_sample or "
@@ -145,9 +150,17 @@ def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping,
         raise InvalidInputError(f"'{info.name}' needs inputs {', '.join(missing)}", hint="pass every input")
     prepared, single = {}, None
     for tensor in info.inputs:
-        array = _cast(np.asarray(values[tensor.name]), tensor)
+        value = values[tensor.name]
+        text = tensor.dtype == "BYTES" and isinstance(value, (bytes, str, list, tuple))
+        array = _cast(_text_array(tensor, value) if text else np.asarray(value), tensor)
         if info.max_batch_size > 0:
-            is_single = _is_single(info, tensor, array.shape, form)
+            if text and isinstance(value, (bytes, str)):
+                is_single = _one_text_sample(tensor, value, form)
+            elif text and form != "sample" and _texts_are_a_batch(tensor, array.shape, form):
+                _check_batch(info, tensor, array.shape[0])
+                array, is_single = array[:, None], False
+            else:
+                is_single = _is_single(info, tensor, array.shape, form)
             if is_single:
                 array = array[None]
             if single is not None and single != is_single:
@@ -165,6 +178,59 @@ def prepare_inputs(info: ModelInfo, arrays: Sequence, named: Mapping,
             raise InvalidInputError(f"inputs have different batch sizes {sorted(batches)}",
                                     hint="give every input the same batch size")
     return prepared, bool(single)
+
+
+# Per-sample dims of a BYTES input that takes one item per sample (an encoded image, a line of text), or any
+# number of them: a bare bytes or str is one sample there.
+ONE_ITEM_DIMS = ((1,), (-1,))
+
+
+def _text_array(tensor: TensorSpec, value) -> np.ndarray:
+    """A bytes or str (one item), or a list or tuple of them, as an object array of exactly those items.
+
+    np.asarray would make a fixed-width bytes array, which drops an item's trailing NUL bytes (a binary payload
+    may end in them) and reads one bytes object as a 0-d array that fits no per-sample shape."""
+    if isinstance(value, (bytes, str)):
+        if tensor.dims in ONE_ITEM_DIMS:
+            array = np.empty(1, dtype=np.object_)
+            array[0] = value
+            return array
+        if tensor.dims == ():
+            return np.array(value, dtype=np.object_)
+        raise InvalidInputError(
+            f"input '{tensor.name}' takes {list(tensor.dims)} BYTES items per sample, got one {type(value).__name__} "
+            "object", expected=list(tensor.dims), given=type(value).__name__,
+            hint=f"pass an object array of that shape: np.array(items, dtype=object).reshape({list(tensor.dims)})")
+    try:
+        array = np.array(value, dtype=np.object_)
+    except ValueError:
+        array = None
+    if array is None or not all(isinstance(item, (bytes, str)) for item in array.flat):
+        raise InvalidInputError(f"input '{tensor.name}' takes BYTES, and the {type(value).__name__} given holds "
+                                "items that are not bytes or str (or rows of different lengths)", expected="BYTES",
+                                hint="pass bytes or str items, in a list or an object array")
+    return array
+
+
+def _one_text_sample(tensor: TensorSpec, value, form: str) -> bool:
+    """A bare bytes or str given to a batching model: one sample, the batch axis added."""
+    if form == "batch":
+        raise InvalidInputError(
+            f"input '{tensor.name}' got one {type(value).__name__} object, which is one sample, not a batch",
+            expected=[-1, *tensor.dims], given=type(value).__name__,
+            hint="pass a list of them for a batch ([data] for a batch of one), or call infer_sample(data)")
+    return True
+
+
+def _texts_are_a_batch(tensor: TensorSpec, shape: tuple[int, ...], form: str) -> bool:
+    """Whether a list of N bytes or str for a one-item-per-sample BYTES input is N samples of one item each.
+
+    ``infer_batch`` always reads it so; a plain call where no other reading fits: N > 1 items for dims [1]. One
+    item for dims [1] is one sample (as an object array of shape [1] is), and N items for dims [-1] may be one
+    sample of N items: that call is refused as ambiguous."""
+    if len(shape) != 1 or tensor.dims not in ONE_ITEM_DIMS:
+        return False
+    return form == "batch" or (tensor.dims == (1,) and shape[0] > 1)
 
 
 def _is_single(info: ModelInfo, tensor: TensorSpec, shape: tuple[int, ...], form: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from orinkit.convert.errors import TorchExportError
-from orinkit.core.optional import require
+from orinkit.core.optional import current_folder_importable, require
 
 DEFAULT_OPSET = 17
 EXPORTERS = ("torchscript", "dynamo")
@@ -29,21 +29,26 @@ class ExportReport:
 
 
 def load_factory(spec: str):
-    """``package.module:factory`` → the nn.Module the factory returns (called without arguments)."""
+    """``package.module:factory`` → the nn.Module the factory returns (called without arguments).
+
+    The module is imported as ``python -m`` would import it: from the current folder too (while it is imported
+    and the factory runs), then from sys.path."""
     require("torch")
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise TorchExportError(f"--torch '{spec}' is not package.module:factory",
                                hint="name a module and a callable in it, e.g. mypkg.models:build")
-    try:
-        factory = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise TorchExportError(f"cannot load {spec}: {exc}",
-                               hint="make the module importable (PYTHONPATH) and check the factory's name") from exc
-    try:
-        return factory()
-    except Exception as exc:
-        raise TorchExportError(f"{spec}() failed: {type(exc).__name__}: {exc}", hint="fix the factory") from exc
+    with current_folder_importable():
+        try:
+            factory = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise TorchExportError(f"cannot load {spec}: {exc}",
+                                   hint="run from the folder that holds the package (or put that folder on "
+                                        "PYTHONPATH), and check the factory's name") from exc
+        try:
+            return factory()
+        except Exception as exc:
+            raise TorchExportError(f"{spec}() failed: {type(exc).__name__}: {exc}", hint="fix the factory") from exc
 
 
 def export_torch(

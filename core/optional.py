@@ -6,7 +6,11 @@ only inside the functions that use them, through :func:`require`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
+from collections.abc import Iterator
 from types import ModuleType
 
 from orinkit.core.errors import BrokenDependencyError, MissingExtraError
@@ -72,3 +76,25 @@ def require_version(distribution: str, module: str, minimum: str) -> ModuleType:
         error.message = f"{distribution} {found or '(unknown version)'} is installed, {minimum} or newer is needed"
         raise error
     return loaded
+
+
+@contextlib.contextmanager
+def current_folder_importable() -> Iterator[None]:
+    """Within the block, modules in the current folder import as they do under ``python -m``: for a
+    ``package.module`` a user names on a command line (``edge-convert --torch mypkg.models:build``, run from the
+    folder that holds ``mypkg``). A console script's sys.path starts with its own bin folder instead, so the
+    current folder goes first for the block only, and only when sys.path does not hold it already."""
+    try:
+        here = os.path.realpath(os.getcwd())
+    except OSError:  # the current folder was removed: nothing there to import
+        yield
+        return
+    if any(os.path.realpath(entry or os.curdir) == here for entry in sys.path if isinstance(entry, str)):
+        yield
+        return
+    sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(here)

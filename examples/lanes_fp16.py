@@ -1,8 +1,9 @@
 """LaneATT with FP16 input and output end to end: half-precision frames in, half-precision proposals out.
 
-Exports LaneATT (random weights: no trained weights ship yet) with FP16 I/O, lays out the ``lane_detection``
-ensemble (its image step then writes FP16), checks every FP16 tensor in the configs, sends a drawn road through
-the ensemble with ``LaneDetector``, and sends an FP16 tensor straight to ``lane_model`` to show what comes back.
+Exports LaneATT with FP16 I/O (random weights: the example is about the data types, not the lanes), lays out
+the ``lane_detection`` ensemble (its image step then writes FP16), checks every FP16 tensor in the configs, sends
+a drawn road through the ensemble with ``LaneDetector``, and sends an FP16 tensor straight to ``lane_model`` to
+show what comes back.
 
     python examples/lanes_fp16.py [--work DIR]
 """

@@ -85,7 +85,7 @@ def render_agent_unit(agent: AgentOptions, service: ServiceOptions, *,
     ])
     state = agent.state_folder
     argv = [service.python, "-m", "orinkit.cli.fleet", "agent", "--ring", agent.ring, "--bucket", agent.bucket,
-            "--repository", str(agent.repository), "--server", agent.server, "--interval", f"{agent.interval_s:g}",
+            "--repository", str(agent.repository), "--url", agent.server, "--interval", f"{agent.interval_s:g}",
             "--state-dir", str(state)]
     if agent.endpoint_url:
         argv += ["--endpoint-url", agent.endpoint_url]

@@ -93,7 +93,7 @@ def daemonset(ring: str, *, image: str, bucket_url: str, models_host_path: str =
         "name": "agent",
         "image": agent_image or image,
         "command": ["edge-fleet", "agent", "--ring", ring, "--bucket", bucket_url, "--repository", MODELS,
-                    "--server", f"localhost:{grpc_port}"],
+                    "--url", f"localhost:{grpc_port}"],
         "envFrom": [{"secretRef": {"name": dns_label("secret", secret)}}],
         "volumeMounts": [{"name": "models", "mountPath": MODELS}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},

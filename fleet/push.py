@@ -81,7 +81,7 @@ def push_repository(repository: str | Path, bucket: Bucket, *, models: Iterable[
                                                          progress=progress)]
     if not plan:
         raise RepoError(f"nothing to push from {repository}: no model has a version a server has loaded",
-                        hint="load the versions first (edge-repo load NAME --server URL), or pass --unproven")
+                        hint="load the versions first (edge-repo load NAME --url URL), or pass --unproven")
     checked = {name: check_gate(repository / name, gate) for name, gate in gates.items()}
     return [push_version(repository / name, version, bucket, gate=gates.get(name), gate_names=checked.get(name),
                          progress=progress) for name, version in plan]
@@ -103,7 +103,7 @@ def _chosen(repository: Path, name: str, versions, unproven: bool, *, explicit: 
     unloaded = [v for v in wanted if v not in proven]
     if unloaded and (versions or explicit) and len(unloaded) == len(wanted):
         raise RepoError(f"model {name} version {', '.join(map(str, unloaded))} was never loaded by a server here",
-                        hint=f"load it first (edge-repo load {name} --server URL), or pass --unproven")
+                        hint=f"load it first (edge-repo load {name} --url URL), or pass --unproven")
     if unloaded:
         progress(f"{name}: skipping version {', '.join(map(str, unloaded))} (never loaded by a server; --unproven "
                  "pushes it)")

@@ -1,12 +1,15 @@
-"""The main job: LaneATT from torch to lanes over gRPC, end to end on this machine's tritonserver.
+"""The lane demo: LaneATT from torch to lanes over gRPC, end to end on a local tritonserver.
 
     python -m orinkit.lanes.demo [--seed 0] [--image road.jpg] [--checkpoint W] [--random-weights] [--out lanes.png]
+                                 [--runs 10]
 
 Builds the model (the weights that ship with orinkit, trained on synthetic roads; or --checkpoint; or random),
 exports and converts it with edge-convert (FP16 gate), lays out the lane_detection ensemble, starts tritonserver,
-sends a road (drawn here from --seed, with its true lanes; or --image), prints the lanes, their precision, recall
-and F1 against the drawn road's truth, and the latency, and writes an overlay PNG (found lanes red, true lanes
-green). Everything is built in a temporary folder that is removed at the end (or in --work, which is kept).
+sends a road (drawn from --seed, with its true lanes; or --image), prints the lanes, their precision, recall and F1
+against the drawn road's truth, and the latency of --runs timed requests after one warm-up, and writes an overlay
+PNG (found lanes red, true lanes green): to --out, or else to a new file in the system's temporary folder (never
+the current folder, which is often the source tree), whose path it prints. Everything else is built in a temporary
+folder that is removed at the end (or in --work, which is kept).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import statistics
 import sys
 import tempfile
@@ -40,8 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--arch", default=None, choices=_architectures(),
                         help="lane architecture (default: the shipped weights with the best held-out F1; random "
                              "weights: lite)")
-    parser.add_argument("--out", type=Path, default=Path("lanes.png"), help="overlay PNG to write")
-    parser.add_argument("--runs", type=int, default=30, help="timed requests")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="overlay PNG to write (default: a new orinkit-lanes-*.png in the system's temporary "
+                             "folder, such as /tmp; its path is printed at the end)")
+    parser.add_argument("--runs", type=int, default=10, help="timed requests, after one warm-up (default 10)")
     parser.add_argument("--work", type=Path, default=None, help="keep the ONNX files and repository here")
     parser.add_argument("--conf-threshold", type=float, default=0.5)
     return parser
@@ -63,7 +69,7 @@ def _check_arguments(args) -> None:
         raise LaneError(f"--runs {args.runs} is below 1", hint="use 1 or more")
     if not 0.0 <= args.conf_threshold <= 1.0:
         raise LaneError(f"--conf-threshold {args.conf_threshold} is not in [0, 1]", hint="e.g. 0.5")
-    if not args.out.parent.is_dir():
+    if args.out is not None and not args.out.parent.is_dir():
         raise LaneError(f"the folder of --out {args.out} does not exist", hint="create it, or write elsewhere")
     if args.work is not None and args.work.exists() and not args.work.is_dir():
         raise LaneError(f"--work {args.work} is a file", hint="name a folder (it is created if missing)")
@@ -97,12 +103,15 @@ def _work_folder(work: Path | None):
 
 
 def main(argv=None) -> int:
+    begun = time.perf_counter()
     args = _parser().parse_args(argv)
     with sigterm_as_interrupt():
         try:
             _check_arguments(args)
             with _work_folder(args.work) as work:
-                return _run(args, work)
+                code = _run(args, work)
+            print(f"done in {time.perf_counter() - begun:.0f} s")
+            return code
         except OrinkitError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return exc.exit_code
@@ -168,17 +177,18 @@ def _run(args, work: Path) -> int:
     print(f"      {'engine built' if result.engine_built else 'no TensorRT here: serving the ONNX model'} "
           f"in {time.perf_counter() - started:.1f} s")
 
-    _step("[3/5] the lane_detection ensemble")
+    started = _step("[3/5] the lane_detection ensemble")
     repository = work / "models"
     build_lane_repository(repository, artifact, postprocess=PostprocessOptions(conf_threshold=args.conf_threshold),
                           progress=lambda m: print("      " + m))
+    print(f"      laid out in {time.perf_counter() - started:.1f} s")
 
     started = _step("[4/5] tritonserver")
     image, truth, what = _road(args)
     server = start_on_free_ports(repository, work / "tritonserver.log")
     try:
         print(f"      ready in {time.perf_counter() - started:.1f} s on {server.command.grpc_url}")
-        _step(f"[5/5] lanes for {what}")
+        started = _step(f"[5/5] lanes for {what}")
         with LaneDetector(server.command.grpc_url) as detect:
             lanes = detect(image)
             latencies = []
@@ -186,6 +196,7 @@ def _run(args, work: Path) -> int:
                 t0 = time.perf_counter()
                 detect(image)
                 latencies.append((time.perf_counter() - t0) * 1000)
+        requested = time.perf_counter() - started
     finally:
         server.stop()
     for index, lane in enumerate(lanes):
@@ -199,11 +210,26 @@ def _run(args, work: Path) -> int:
         print(f"      against the drawn road's {len(truth)} true lanes (CULane rule): {score.describe()}")
     ordered = sorted(latencies)
     print(f"      latency over {args.runs} requests (image bytes in, lanes out): median "
-          f"{statistics.median(ordered):.1f} ms, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.1f} ms")
-    overlay(image, lanes, args.out, truth=truth)
-    print(f"wrote {args.out} (found lanes red{', true lanes green' if truth is not None else ''})"
+          f"{statistics.median(ordered):.1f} ms, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.1f} ms "
+          f"({1 + args.runs} requests in {requested:.1f} s)")
+    out = args.out or _new_png()
+    try:
+        overlay(image, lanes, out, truth=truth)
+    except BaseException:
+        if args.out is None:
+            out.unlink(missing_ok=True)
+        raise
+    print(f"wrote {out} (found lanes red{', true lanes green' if truth is not None else ''})"
           + (" (random weights)" if model.weights_are_random else ""))
     return 0
+
+
+def _new_png() -> Path:
+    """A new file for the overlay in the system's temporary folder: not the current folder, which is often the
+    source tree the demo runs from (make demo)."""
+    handle, name = tempfile.mkstemp(prefix="orinkit-lanes-", suffix=".png")
+    os.close(handle)
+    return Path(name)
 
 
 def _gate_frames(work: Path, seed: int) -> Path:

@@ -260,11 +260,11 @@ def _check_versions(report: _Report, folder: Path, config: mc.ModelConfig) -> No
         report.warning("version-unproven", folder.name, versions[number],
                        f"version {number} was placed but no server has loaded it; the next start of the server "
                        "sets it aside while a loaded version remains",
-                       f"load it now: edge-repo load {folder.name} --server URL (or deploy with --server)")
+                       f"load it now: edge-repo load {folder.name} --url URL (or deploy with --url)")
     for number, why in sorted(journal.quarantined.items()):
         report.warning("version-quarantined", folder.name, folder / f"{QUARANTINED_PREFIX}{number}",
                        f"version {number} is set aside: {why}",
-                       f"edge-repo load {folder.name} --server URL tries it again; delete the folder to drop it")
+                       f"edge-repo load {folder.name} --url URL tries it again; delete the folder to drop it")
     if config.version_policy.HasField("specific"):
         missing = [v for v in config.version_policy.specific.versions if v not in versions]
         if missing:

@@ -121,7 +121,7 @@ def _deploy_locked(folder: Path, name: str, artifact: Path, runtime, server, tim
     progress(f"placed {target}")
     if server is None:
         progress(f"{name} version {version} is placed but not loaded: the next start of the server sets it aside "
-                 "unless a server loads it first (deploy with --server, or edge-repo load --server)")
+                 "unless a server loads it first (deploy with --url, or edge-repo load --url)")
         return DeployResult(name, version, target)
 
     progress(f"loading {name} on {server} (version {version}); the serving version answers meanwhile")

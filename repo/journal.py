@@ -7,7 +7,7 @@ is one orinkit never deployed to: nothing is known about it and nothing is chang
 At a start of the server (``edge-serve run``, the unit's ``ExecStartPre``), :func:`quarantine_unproven` renames each
 version that was placed but never loaded to ``quarantined-N`` (Triton ignores non-numeric folders), as long as a
 proven version remains to serve: an interrupted deploy, or one whose version cannot load, can then never fail the
-next start. ``edge-repo load NAME --server`` puts quarantined versions back and loads them.
+next start. ``edge-repo load NAME --url`` puts quarantined versions back and loads them.
 
 Version numbers are reserved under a per-model lock (:func:`model_lock`), so two deploys can never both succeed on
 one number; the lock is a kernel file lock, released by the kernel when its holder dies.
@@ -134,7 +134,7 @@ class Quarantined:
 
     def describe(self) -> str:
         return (f"{self.model} version {self.version} set aside as {QUARANTINED_PREFIX}{self.version}: {self.reason}; "
-                f"edge-repo load {self.model} --server URL tries it again")
+                f"edge-repo load {self.model} --url URL tries it again")
 
 
 def quarantine_unproven(repository: str | os.PathLike[str]) -> list[Quarantined]:
@@ -191,7 +191,7 @@ def _quarantine(model_dir: Path) -> list[Quarantined]:
     present = version_folders(model_dir)
     done = []
     for version in to_set_aside(model_dir, journal):
-        reason = "placed but never loaded by a server (an interrupted deploy, or one made without --server)"
+        reason = "placed but never loaded by a server (an interrupted deploy, or one made without --url)"
         target = model_dir / f"{QUARANTINED_PREFIX}{version}"
         if target.exists():
             target = model_dir / f"{QUARANTINED_PREFIX}{version}.{int(time.time())}"

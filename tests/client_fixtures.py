@@ -35,6 +35,14 @@ def build_client_repository(repository: Path) -> Path:
     return repository
 
 
+def add_bytes_model(repository: Path) -> Path:
+    """bytes_lengths: a batching model whose BYTES input takes any number of items per sample (dims [-1]); it
+    answers each item's length in bytes (what arrived, trailing NUL bytes included)."""
+    add_model(repository, MODELS / "bytes_lengths.py", name="bytes_lengths", inputs=[TensorSpec.parse("TEXT:BYTES:-1")],
+              outputs=[TensorSpec.parse("LENGTHS:INT64:-1")], options=ModelOptions(max_batch_size=4))
+    return repository
+
+
 def build_stream_repository(repository: Path, only: tuple[str, ...] | None = None) -> Path:
     """Decoupled models (count_stream, broken_stream), a stateful one (running_sum) and plus_one, which is neither;
     ``only`` some of them (fewer Python stubs: the server starts and stops faster)."""

@@ -140,7 +140,7 @@ def test_bad_input_is_one_line_its_exit_code_and_nothing_left(files, tmp_path, c
 
 @pytest.mark.parametrize("args", [["status"], ["index", "--json"], ["unload", "tiny"]], ids=" ".join)
 def test_server_commands_default_to_localhost_8001_and_say_so(args, tmp_path):
-    """Without --server the commands that only talk to a server try the local one, and when nothing listens
+    """Without --url the commands that only talk to a server try the local one, and when nothing listens
     there the one error line names the address tried and the option that picks another."""
     import socket
 
@@ -153,5 +153,5 @@ def test_server_commands_default_to_localhost_8001_and_say_so(args, tmp_path):
                             timeout=120)
     assert result.returncode == 6, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1 and "localhost:8001" in errors[0] and "--server" in errors[0], result.stderr
+    assert len(errors) == 1 and "localhost:8001" in errors[0] and "--url" in errors[0], result.stderr
     assert "Traceback" not in result.stderr

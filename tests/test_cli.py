@@ -139,8 +139,8 @@ def test_run_exits_6_when_the_server_dies_under_it(tmp_path):
 
 
 def test_commands_that_talk_to_a_server_default_to_the_local_one():
-    """--server and --url default to localhost:8001 (Triton's gRPC port), except where a server is optional:
-    deploy and rollback change files, and load them on a server only when --server names one."""
+    """--url (or --server) defaults to localhost:8001 (Triton's gRPC port), except where a server is optional:
+    deploy and rollback change files, and load them on a server only when --url names one."""
     from orinkit.cli.bench import main as bench
     from orinkit.cli.repo import main as repo
 
@@ -152,3 +152,60 @@ def test_commands_that_talk_to_a_server_default_to_the_local_one():
     assert defaults == {"edge-bench": "localhost:8001", "edge-repo status": "localhost:8001",
                         "edge-repo index": "localhost:8001", "edge-repo load": "localhost:8001",
                         "edge-repo unload": "localhost:8001", "edge-repo deploy": None, "edge-repo rollback": None}
+
+
+def _cli_commands() -> dict:
+    """Every command of the edge-* tools by the words that run it ("edge-repo status")."""
+    import click
+
+    from orinkit.cli import bench, convert, fleet, jetson, repo, serve, stream, tune
+
+    tools = {"edge-bench": bench.main, "edge-convert": convert.main, "edge-fleet": fleet.main,
+             "edge-jetson": jetson.main, "edge-repo": repo.main, "edge-serve": serve.main, "edge-stream": stream.main,
+             "edge-tune": tune.main}
+    found = {}
+
+    def walk(name: str, command) -> None:
+        if isinstance(command, click.Group):
+            for word, child in command.commands.items():
+                walk(f"{name} {word}", child)
+        else:
+            found[name] = command
+
+    for name, command in tools.items():
+        walk(name, command)
+    return found
+
+
+# Each command that talks to a running server, with the other arguments it needs to parse.
+SERVER_COMMANDS = {
+    "edge-bench": ["--model", "m"],
+    "edge-stream": ["clip.mp4", "--model", "m"],
+    "edge-tune": ["m", "--repo", "models"],
+    "edge-serve ui": [],
+    "edge-serve wait-ready": [],
+    "edge-repo deploy": ["m", "m.onnx", "--repo", "models"],
+    "edge-repo rollback": ["m", "--repo", "models"],
+    "edge-repo load": ["m", "--repo", "models"],
+    "edge-repo unload": ["m"],
+    "edge-repo index": [],
+    "edge-repo status": [],
+    "edge-fleet agent": ["--ring", "r", "--bucket", "s3://fleet/ring", "--repository", "{folder}"],
+}
+
+
+@pytest.mark.parametrize("spelling", ["--url", "--server"])
+@pytest.mark.parametrize("name", sorted(SERVER_COMMANDS))
+def test_every_command_that_talks_to_a_server_takes_url_and_server_as_another_name(name, spelling, tmp_path):
+    """One name for one thing: the server's address is --url everywhere, and --server keeps older command lines
+    working."""
+    commands = _cli_commands()
+    talking = sorted(n for n, c in commands.items() if any({"--url", "--server"} & set(p.opts) for p in c.params))
+    assert talking == sorted(SERVER_COMMANDS), "every command with either option is listed (and takes both)"
+    command = commands[name]
+    (option,) = [p for p in command.params if {"--url", "--server"} & set(p.opts)]
+    assert option.opts == ["--url", "--server"], "--url is the documented name, --server its alias"
+    args = [a.format(folder=tmp_path) for a in SERVER_COMMANDS[name]]
+    with command.make_context(name, [*args, spelling, "orin.local:9001"]) as ctx:
+        assert ctx.params[option.name] == "orin.local:9001"
+    assert "--url, --server" in CliRunner().invoke(command, ["--help"], prog_name=name).output

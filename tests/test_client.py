@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from client_fixtures import build_client_repository
+from client_fixtures import add_bytes_model, build_client_repository
 
 from orinkit.client import (
     Client,
@@ -25,7 +25,7 @@ from orinkit.server.ports import free_ports
 
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory):
-    return build_client_repository(tmp_path_factory.mktemp("client") / "models")
+    return add_bytes_model(build_client_repository(tmp_path_factory.mktemp("client") / "models"))
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +143,68 @@ def test_repeated_calls_skip_the_checks_only_for_what_passed_them_unchanged(url)
         transposed = np.asfortranarray(rows[0])[None]  # not C-contiguous: copied, so always checked
         np.testing.assert_array_equal(client(transposed), rows.sum(axis=1))
         assert len(client._known) == 2
+
+
+def test_bytes_go_to_a_bytes_input_as_they_are(url):
+    """An ensemble's encoded image is the bytes themselves: client(data) is one sample where a sample is one item
+    (dims [1]), a list of several a batch; every item arrives whole, trailing NUL bytes included."""
+    rng = np.random.default_rng(3)
+    data = b"\x89PNG\r\n\x00tail\x00\x00"
+    with Client(url, "types_echo") as client:
+        single = _types_sample(rng)
+        result = client(**dict(single, IN_BYTES=data))
+        assert result["OUT_FP32"].shape == (3,) and result["OUT_BYTES"].tolist() == [data[::-1]], "one sample"
+        assert client(**dict(single, IN_BYTES="orinkit"))["OUT_BYTES"].tolist() == [b"tikniro"]
+        assert client.infer_sample(**dict(single, IN_BYTES=data))["OUT_BYTES"].tolist() == [data[::-1]]
+        # One item in a list fits a sample of dims [1], as np.array([data], dtype=object) does.
+        assert client(**dict(single, IN_BYTES=[data]))["OUT_BYTES"].tolist() == [data[::-1]]
+        batch = _types_sample(rng, batch=3)
+        result = client(**dict(batch, IN_BYTES=[b"a\x00", "bc", b"\x00"]))
+        assert result["OUT_BYTES"].tolist() == [[b"\x00a"], [b"cb"], [b"\x00"]], "three items: a batch of three"
+        one = _types_sample(rng, batch=1)
+        assert client.infer_batch(**dict(one, IN_BYTES=[data]))["OUT_BYTES"].tolist() == [[data[::-1]]]
+        with pytest.raises(InvalidInputError, match="got one bytes object, which is one sample, not a batch"):
+            client.infer_batch(**dict(one, IN_BYTES=data))
+        with pytest.raises(InvalidInputError, match="batch of 9, the model takes 1 to 8"):
+            client(**dict(_types_sample(rng, batch=9), IN_BYTES=[b"x"] * 9))
+        with pytest.raises(InvalidInputError, match="items that are not bytes or str"):
+            client(**dict(batch, IN_BYTES=[1, 2, 3]))
+        with pytest.raises(InvalidInputError, match="takes BYTES, got int64"):
+            client(**dict(single, IN_BYTES=np.array([1])))
+
+
+def test_a_list_of_bytes_for_dims_minus_one_is_read_as_asked_and_never_remembered(url):
+    """Dims [-1]: a list may be one sample of N items or N samples of one, so the plain call refuses it and
+    infer_sample / infer_batch say which; bytes, str and lists take the full checks every time."""
+    items = [b"a", b"bb\x00", "c\u00e9"]
+    with Client(url, "bytes_lengths") as client:
+        for _ in range(2):
+            assert client(b"ab\x00\x00").tolist() == [4], "one bytes object: one sample of one item"
+        assert client("\u00e9").tolist() == [2]
+        with pytest.raises(InvalidInputError, match=r"shape \[3\] is ambiguous.*infer_sample.*infer_batch"):
+            client(items)
+        assert client.infer_sample(items).tolist() == [1, 3, 3]
+        assert client.infer_sample(tuple(items)).tolist() == [1, 3, 3]
+        assert client.infer_batch(items).tolist() == [[1], [3], [3]]
+        assert client.infer_batch([[b"a\x00", b""], [b"xyz", b"q"]]).tolist() == [[2, 0], [3, 1]]
+        with pytest.raises(InvalidInputError, match="batch of 5, the model takes 1 to 4"):
+            client.infer_batch([b"x"] * 5)
+        assert [client(data).tolist() for data in (b"1", b"22", b"333")] == [[1], [2], [3]]
+        assert [r.tolist() for r in client.map([b"1", b"22"], concurrency=2)] == [[1], [2]]
+        assert client._known == {}, "nothing but plain numeric arrays takes the remembered path"
+
+
+def test_a_bare_bytes_object_is_refused_where_a_sample_holds_several_items():
+    from orinkit.client.model import ModelInfo, prepare_inputs
+    from orinkit.formats.tensors import TensorSpec
+
+    info = ModelInfo("pairs", "1", (TensorSpec("PAIR", "BYTES", (2,)),), (TensorSpec("OUT", "INT64", (1,)),), 4)
+    with pytest.raises(InvalidInputError, match=r"takes \[2\] BYTES items per sample, got one bytes object"):
+        prepare_inputs(info, [b"a"], {})
+    prepared, single = prepare_inputs(info, [[b"a", b"b\x00"]], {})
+    assert single and prepared["PAIR"].shape == (1, 2) and prepared["PAIR"].tolist() == [[b"a", b"b\x00"]]
+    prepared, single = prepare_inputs(info, [[[b"a", b"b"], [b"c", b"d"]]], {})
+    assert not single and prepared["PAIR"].shape == (2, 2)
 
 
 def test_infer_batch_is_refused_for_a_model_that_does_not_batch(url):

@@ -128,7 +128,7 @@ def test_a_model_in_the_repository_but_not_loaded_says_so_and_how_to_load_it(ser
     error = info.value
     assert took < 10, f"told at once, not after the 30 s ready wait ({took:.1f} s)"
     assert "'tiny' is in the repository of the server" in error.message and "not loaded (never loaded)" in error.message
-    assert f"edge-repo load tiny --repo REPOSITORY --server {url}" in error.hint
+    assert f"edge-repo load tiny --repo REPOSITORY --url {url}" in error.hint
     assert isinstance(error, ModelNotReadyError) and error.exit_code == 6
 
 
@@ -138,7 +138,7 @@ def test_edge_bench_on_a_model_not_loaded_fails_at_once_with_the_fix(server):
     result = CliRunner().invoke(edge_bench, ["--url", url, "--model", "tiny", "--requests", "5"])
     assert time.monotonic() - started < 10
     assert result.exit_code == 6, result.output
-    assert "not loaded" in result.output and f"edge-repo load tiny --repo REPOSITORY --server {url}" in result.output
+    assert "not loaded" in result.output and f"edge-repo load tiny --repo REPOSITORY --url {url}" in result.output
     assert "server's load" not in result.output
 
 
@@ -182,7 +182,7 @@ def test_a_model_that_failed_to_load_says_why(server):
     with Client(url, "broken") as client, pytest.raises(ModelNotLoadedError) as info:
         client(np.zeros(3, np.float32))
     assert "'broken' failed to load on the server" in info.value.message and "no weights" in info.value.message
-    assert f"edge-repo load broken --repo REPOSITORY --server {url}" in info.value.hint
+    assert f"edge-repo load broken --repo REPOSITORY --url {url}" in info.value.hint
 
 
 def test_a_version_the_server_does_not_serve_is_unknown_and_the_error_names_those_it_does(server):

@@ -5,8 +5,12 @@ torch.onnx.export directly."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +21,7 @@ from torch_models import TinyClassifier
 from orinkit.cli.convert import main
 from orinkit.convert import onnx_prep
 from orinkit.convert.pipeline import ConvertOptions, convert_onnx
+from orinkit.core.optional import current_folder_importable
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +125,50 @@ def test_a_repository_that_does_not_exist_needs_create_as_with_edge_repo(tiny, t
     assert alone.exit_code == 4 and "--create applies to --repo only" in alone.output
     report = json.loads((tmp_path / "tiny.edge" / "report.json").read_text())
     assert report["gate"]["passed"]
+
+
+def _package(folder: Path) -> None:
+    """mypkg in ``folder``: models.build() imports a sibling module while it runs."""
+    package = folder / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("import torch\n\n\ndef head():\n    return torch.nn.Linear(4, 2)\n")
+    (package / "models.py").write_text("import torch\n\n\ndef build():\n    from mypkg.layers import head\n\n"
+                                       "    return torch.nn.Sequential(torch.nn.ReLU(), head()).eval()\n")
+
+
+def test_torch_imports_the_package_from_the_current_folder_as_python_m_does(tmp_path):
+    """edge-convert --torch mypkg.models:build from the folder that holds mypkg, with no PYTHONPATH set."""
+    _package(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    command = [str(Path(sys.executable).parent / "edge-convert"), "--torch", "mypkg.models:build", "--input",
+               "x:1x4", "--no-fp16"]
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "wrote build.edge" in result.stdout and (tmp_path / "build.edge" / "model.onnx").is_file()
+    away = subprocess.run(command, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300)
+    assert away.returncode == 4, away.stdout + away.stderr
+    assert "cannot load mypkg.models:build" in away.stderr and "run from the folder that holds the package" in \
+        away.stderr and "Traceback" not in away.stderr
+    assert list(elsewhere.iterdir()) == []
+    usage = CliRunner().invoke(main, ["--help"])
+    assert "imported as python -m imports it: from the current folder too" in " ".join(usage.output.split())
+
+
+def test_the_current_folder_is_on_sys_path_for_the_import_only(tmp_path, monkeypatch):
+    (tmp_path / "orinkit_cwd_probe.py").write_text("VALUE = 7\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "orinkit_cwd_probe", raising=False)
+    before = list(sys.path)
+    with current_folder_importable():
+        import orinkit_cwd_probe
+
+        assert sys.path[0] == str(tmp_path.resolve())
+    assert orinkit_cwd_probe.VALUE == 7 and sys.path == before
+    monkeypatch.syspath_prepend(str(tmp_path))
+    held = list(sys.path)
+    with current_folder_importable():
+        assert sys.path == held, "a folder already on sys.path is not added again"
+    sys.modules.pop("orinkit_cwd_probe", None)

@@ -4,9 +4,16 @@ does what it says it does."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import signal
+import subprocess
 import sys
+import time
 
 from conftest import ROOT
+
+from orinkit.core.processes import live_group_members
 
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))  # as when a script runs from there: its helpers (_runner) import
@@ -104,3 +111,48 @@ def test_lane_video_answers_every_frame_draws_them_and_scores_them(tmp_path, cap
         assert facts["f1"] >= 0.9, out
     else:
         assert "random weights" in out
+
+
+def _demo(tmp_path, *args) -> subprocess.Popen:
+    """examples/demo.py as from a terminal (Python's own SIGINT handler in place: a suite started in the background
+    inherits SIGINT ignored), with its temporary folder under tmp_path."""
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    terminal = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                f"sys.argv[0] = {str(EXAMPLES / 'demo.py')!r}; runpy.run_path(sys.argv[0], run_name='__main__')")
+    return subprocess.Popen([sys.executable, "-c", terminal, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=tmp_path, env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+
+
+def _left(tmp_path) -> list[str]:
+    """What is in the demo's temporary folder and beside it (onnxruntime's session id file aside)."""
+    return sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if not p.name.startswith(".ses"))
+
+
+def test_the_demo_answers_and_leaves_no_server_log_behind(tmp_path):
+    process = _demo(tmp_path, "--requests", "20")
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == 0, out + err
+    assert "(correct)" in out and "latency over 20 gRPC calls" in out and "server stopped, its log removed" in out
+    assert _left(tmp_path) == ["tmp"]
+
+
+def test_the_demo_stopped_by_sigint_stops_the_server_and_removes_its_log(tmp_path):
+    process = _demo(tmp_path, "--requests", "100000000")
+    try:
+        seen = ""
+        for line in process.stdout:
+            seen += line
+            if line.startswith("ready in"):
+                break
+        started = re.search(r"^ready in .*\(pid (\d+),", seen, re.MULTILINE)
+        assert started, seen
+        server_pid = int(started[1])
+        time.sleep(0.5)  # the timed requests are running
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, seen + out + err
+    assert "interrupted: stopped the server and removed its log" in err and "Traceback" not in err
+    assert _left(tmp_path) == ["tmp"]
+    assert live_group_members(server_pid) == []

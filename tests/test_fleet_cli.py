@@ -93,7 +93,7 @@ def test_the_agent_once_with_the_bucket_unreachable_says_so_and_exits_6(tmp_path
 
 def test_the_agent_help_names_its_options():
     result = CliRunner().invoke(edge_fleet, ["agent", "--help"])
-    for option in ("--ring", "--bucket", "--endpoint-url", "--repository", "--server", "--device", "--interval",
+    for option in ("--ring", "--bucket", "--endpoint-url", "--repository", "--url", "--device", "--interval",
                    "--once", "--state-dir"):
         assert option in result.output
 

@@ -87,7 +87,7 @@ def test_mounts_reference_declared_volumes_and_probes_reach_declared_ports():
     assert "--backend-directory=/opt/tritonserver/backends" in triton["args"]
     assert "--grpc-port=9001" in triton["args"]
     assert agent["command"] == ["edge-fleet", "agent", "--ring", "prod", "--bucket", "s3://fleet/prod",
-                                "--repository", "/models", "--server", "localhost:9001"]
+                                "--repository", "/models", "--url", "localhost:9001"]
     assert agent["image"] == OPTIONS["agent_image"]
     assert agent["envFrom"] == [{"secretRef": {"name": "orinkit-bucket"}}]
     assert "envFrom" not in triton  # the credentials are the agent's alone

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -29,12 +31,26 @@ def _demo(tmp_path, *args, timeout=600):
 
 
 def test_the_demo_runs_end_to_end_scores_the_drawn_road_and_leaves_nothing(tmp_path):
-    result = _demo(tmp_path, "--runs", "2", "--out", str(tmp_path / "lanes.png"))
+    """Without --out the overlay goes to a new file in the temporary folder, never into the current folder (often
+    the clone); everything else the demo made is gone."""
+    result = _demo(tmp_path, "--runs", "2")
     assert result.returncode == 0, result.stderr + result.stdout
     assert "against the drawn road's" in result.stdout and "F1" in result.stdout
     assert "RANDOM weights" in result.stdout or "shipped weights" in result.stdout
-    assert Image.open(tmp_path / "lanes.png").size == (1280, 720)
-    assert _left(tmp_path) == [], "the demo's temporary folder must be gone"
+    assert "latency over 2 requests" in result.stdout and re.search(r"^done in \d+ s$", result.stdout, re.M)
+    written = re.search(r"^wrote (\S+\.png) ", result.stdout, re.M)
+    assert written, result.stdout
+    overlay = Path(written[1])
+    assert overlay.parent == tmp_path / "tmp" and overlay.name.startswith("orinkit-lanes-")
+    assert Image.open(overlay).size == (1280, 720)
+    assert _left(tmp_path) == [overlay.name], "the demo's temporary folder must be gone"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tmp"], "nothing written in the current folder"
+
+
+def test_the_help_says_where_the_overlay_goes_and_how_many_requests_are_timed(tmp_path):
+    result = _demo(tmp_path, "--help", timeout=120)
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0 and "in the system's temporary folder" in text and "(default 10)" in text
 
 
 @pytest.mark.parametrize("args, message", [

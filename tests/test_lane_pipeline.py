@@ -100,6 +100,21 @@ def test_detector_takes_bgr_arrays_and_paths(url, tmp_path):
         encode(np.zeros((4, 4), np.float32))
 
 
+def test_the_ensemble_takes_encoded_images_as_bytes(url):
+    """The call a user writes first: client(png_bytes) for one image, client([png, png]) for a batch of two."""
+    images = [road_image(640, 360, seed=seed) for seed in (6, 7)]
+    with Client(url, ENSEMBLE) as client:
+        one = client(images[0])
+        wrapped = client(np.array([images[0]], dtype=np.object_))
+        batch = client(images)
+    assert one["count"].shape == (1,) and batch["count"].shape == (2, 1), "one sample, then a batch of two"
+    for name in ("lanes", "scores", "count"):
+        np.testing.assert_array_equal(one[name], wrapped[name])
+    assert batch["count"][0] == one["count"]
+    np.testing.assert_allclose(batch["scores"][0], one["scores"], atol=1e-4)
+    np.testing.assert_allclose(batch["lanes"][0], one["lanes"], atol=0.5)
+
+
 def test_bad_image_bytes_fail_only_that_request(url):
     good = road_image(640, 360, seed=5)
     results = {}

@@ -103,13 +103,17 @@ def _topk(k: int, output: str | None):
 
 
 def load_function(spec: str, *, flag: str = "--metric", error: type[Exception] = MetricError):
-    """``package.module:function`` → the function; ``flag`` names the option in the error."""
+    """``package.module:function`` → the function, imported from the current folder too (as ``python -m``
+    would); ``flag`` names the option in the error."""
+    from orinkit.core.optional import current_folder_importable
+
     module, _, name = spec.partition(":")
     try:
-        return getattr(importlib.import_module(module), name)
+        with current_folder_importable():
+            return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as exc:
         raise error(f"{flag} {spec} cannot be loaded: {exc}",
-                          hint="give an importable package.module:function (check PYTHONPATH)") from exc
+                    hint="give a package.module:function importable from the current folder or PYTHONPATH") from exc
 
 
 def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMetric | None:
