@@ -61,3 +61,14 @@ class OrinkitCommand(click.Command):
 
     def invoke(self, ctx: click.Context) -> Any:
         return _invoke(super().invoke, ctx)
+
+
+# Triton's gRPC port on this machine: where commands that talk to a running server look unless told otherwise.
+LOCAL_SERVER = "localhost:8001"
+
+
+def url_option(dest: str = "url", *, default: str | None = LOCAL_SERVER,
+               help: str = "gRPC address of the server."):
+    """The server's address, one name on every command: ``--url``, with ``--server`` as an alias for older lines."""
+    return click.option("--url", "--server", dest, default=default, show_default=default is not None, help=help)
+

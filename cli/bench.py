@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from orinkit.cli.base import CommandError, OrinkitCommand
+from orinkit.cli.base import CommandError, OrinkitCommand, url_option
 from orinkit.client.bench import bench
 from orinkit.client.errors import BenchError, InvalidInputError
 from orinkit.core.errors import OrinkitError
@@ -51,8 +51,7 @@ def _sampler(power: bool | None):
 
 
 @click.command(cls=OrinkitCommand)
-@click.option("--url", "--server", "url", default="localhost:8001", show_default=True,
-              help="gRPC address of the server.")
+@url_option()
 @click.option("--model", required=True)
 @click.option("--concurrency", default="1,4", show_default=True, help="Levels to run, comma-separated.")
 @click.option("--duration", type=float, default=None, help="Seconds per level and client (default 5).")

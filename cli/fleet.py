@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.cli.base import OrinkitGroup
+from orinkit.cli.base import OrinkitGroup, url_option
 
 _BUCKET = click.option("--bucket", required=True, metavar="s3://BUCKET/PREFIX",
                        help="The fleet's bucket (credentials: boto3's standard chain).")
@@ -38,8 +38,7 @@ def main() -> None:
 @_ENDPOINT
 @click.option("--repository", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="The model repository the local tritonserver serves (explicit model control).")
-@click.option("--url", "--server", "server", default="localhost:8001", show_default=True,
-              help="The local server's gRPC address.")
+@url_option("server", help="The local server's gRPC address.")
 @click.option("--device", default=None, help="This device's name in reports. Default: the hostname.")
 @click.option("--interval", default=60.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between polls (one S3 request each when nothing changed).")

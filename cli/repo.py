@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.cli.base import OrinkitGroup
+from orinkit.cli.base import LOCAL_SERVER, OrinkitGroup, url_option
 from orinkit.repo.add import add_model
 from orinkit.repo.check import check_repository, findings_json, server_defaults
 from orinkit.repo.configs import Runtime
@@ -44,16 +44,14 @@ def _repository(path: Path, create: bool) -> Path:
                         hint="check the path, or pass --create to start a new repository there")
     return path  # made with its first model, so a failed first add leaves nothing
 # Commands that only talk to a server default to the local one, as edge-bench and the Client do; deploy and
-# rollback change files first and touch a server only when --url names one (no server: files only). Every command
-# that talks to a running server names its address --url, with --server as another name for it.
-LOCAL_SERVER = "localhost:8001"
-_SERVER = click.option("--url", "--server", "server", default=None,
-                       help="gRPC address of a server in explicit model control mode to load the result on, e.g. "
-                            f"{LOCAL_SERVER}. Without it only the repository's files change.")
+# rollback change files first and touch a server only when --url names one (no server: files only).
+_SERVER = url_option("server", default=None,
+                     help="gRPC address of a server in explicit model control mode to load the result on, e.g. "
+                          f"{LOCAL_SERVER}. Without it only the repository's files change.")
 
 
 def _local_server(help_text: str):
-    return click.option("--url", "--server", "server", default=LOCAL_SERVER, show_default=True, help=help_text)
+    return url_option("server", help=help_text)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.cli.base import OrinkitGroup
+from orinkit.cli.base import OrinkitGroup, url_option
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
 from orinkit.server.errors import InvalidServerOptionError, RepositoryCheckError, RepositoryNotFoundError
 from orinkit.server.health import server_metadata
@@ -194,8 +194,7 @@ def prepare(repository, owner) -> None:
 
 
 @main.command("wait-ready")
-@click.option("--url", "--server", "http_url", default="http://127.0.0.1:8000", show_default=True,
-              help="The server's HTTP address.")
+@url_option("http_url", default="http://127.0.0.1:8000", help="The server's HTTP address.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait.")
 @click.option("--repository", "-r", type=click.Path(path_type=Path), default=None,
               help="Then record the versions the server loaded as proven (what the next start keeps).")
@@ -403,8 +402,7 @@ def uninstall(name, root, dry_run) -> None:
 
 
 @main.command("ui")
-@click.option("--url", "--server", "url", default="localhost:8001", show_default=True,
-              help="Triton's gRPC address (the try panel and control).")
+@url_option(help="Triton's gRPC address (the try panel and control).")
 @click.option("--http-url", default=None,
               help="Triton's HTTP address (the models panel); default: --url's host, on the --http-port of the "
                    "tritonserver listening on --url's port here, else on the port below --url's (8000 beside 8001).")

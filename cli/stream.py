@@ -9,7 +9,7 @@ import threading
 
 import click
 
-from orinkit.cli.base import CommandError, OrinkitCommand
+from orinkit.cli.base import CommandError, OrinkitCommand, url_option
 from orinkit.core.errors import EXIT_INTERRUPTED, OrinkitError
 from orinkit.video.errors import SourceError, SourceLostError, VideoError
 from orinkit.video.reader import POLICIES
@@ -65,8 +65,7 @@ class _Progress:
 @click.command(cls=OrinkitCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("sources", nargs=-1, required=True, metavar="SOURCE...")
 @click.option("--model", required=True, help="The served model (or ensemble), e.g. lane_detection.")
-@click.option("--url", "--server", "url", default="localhost:8001", show_default=True,
-              help="gRPC address of the server.")
+@url_option()
 @click.option("--save", type=click.Path(dir_okay=False), default=None,
               help="Annotated H.264 MP4 of the answered frames (one source).")
 @click.option("--results", type=click.Path(dir_okay=False, allow_dash=True), default=None,

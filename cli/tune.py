@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orinkit.cli.base import CommandError, OrinkitCommand
+from orinkit.cli.base import CommandError, OrinkitCommand, url_option
 from orinkit.core.errors import MissingExtraError, OrinkitError
 from orinkit.tune.errors import BudgetUnmetError, TuneInputError
 from orinkit.tune.measure import DEFAULT_LEVELS
@@ -56,8 +56,8 @@ def _write_outputs(report: dict, out: Path, echo) -> None:
 @click.argument("name")
 @click.option("--repo", "repository", type=click.Path(path_type=Path), required=True,
               help="The model repository that holds NAME.")
-@click.option("--url", "--server", "url", default=None,
-              help="gRPC address of a running server with --model-control-mode explicit (default: edge-tune starts "
+@url_option(default=None,
+            help="gRPC address of a running server with --model-control-mode explicit (default: edge-tune starts "
                    "one for --repo).")
 @click.option("--latency-budget-ms", type=float, default=None, help="p99 latency the pick must stay under.")
 @click.option("--memory-budget-mb", type=float, default=None,

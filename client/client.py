@@ -224,7 +224,7 @@ class Client:
         delay = self.retry.backoff_s
         budget = self.timeout_s if budget_s is None else budget_s
         cap = attempts or self.retry.attempts or (ATTEMPTS_WITHOUT_DEADLINE if deadline is None else None)
-        attempt, last, reregistered = (0, None, 0) if failed is None else (1, None, 0)
+        attempt, last, reregistered = 0 if failed is None else 1, None, 0
         while True:
             if failed is None:
                 self._check_open()
@@ -290,22 +290,21 @@ class Client:
     def __call__(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on one sample or a batch, read from the shapes; a shape that reads both ways (a model
         whose per-sample dims start with -1) raises InvalidInputError: use ``infer_sample`` or ``infer_batch``."""
-        if outputs is None and not named and (plan := self._known.get(signature(arrays, "auto"))) is not None:
-            return self._run_planned(plan, arrays)
-        return self._run(arrays, named, outputs, "auto")
+        return self._call(arrays, named, outputs, "auto")
 
     def infer_sample(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on one sample (no batch axis); results come back without a batch axis."""
-        if outputs is None and not named and (plan := self._known.get(signature(arrays, "sample"))) is not None:
-            return self._run_planned(plan, arrays)
-        return self._run(arrays, named, outputs, "sample")
+        return self._call(arrays, named, outputs, "sample")
 
     def infer_batch(self, *arrays, outputs: Sequence[str] | None = None, **named):
         """Run inference on a batch (leading axis, 1 to the model's max_batch_size); results keep the batch axis.
         A model that does not batch refuses it."""
-        if outputs is None and not named and (plan := self._known.get(signature(arrays, "batch"))) is not None:
+        return self._call(arrays, named, outputs, "batch")
+
+    def _call(self, arrays: Sequence, named: dict, outputs: Sequence[str] | None, form: str):
+        if outputs is None and not named and (plan := self._known.get(signature(arrays, form))) is not None:
             return self._run_planned(plan, arrays)
-        return self._run(arrays, named, outputs, "batch")
+        return self._run(arrays, named, outputs, form)
 
     def _run_planned(self, plan: _Plan, arrays: Sequence):
         """A call whose inputs' dtypes and shapes passed every check before unchanged: the checks' answer is
