@@ -15,10 +15,10 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2 as mc
 
-from orinkit.formats.manifest import ManifestError, read_manifest
 from orinkit.repo import autocomplete
-from orinkit.repo.artifacts import manifest_full_shapes, oneflow_layout_problem, onnx_full_shapes
-from orinkit.repo.configs import Runtime, runtime_of, signature_of, tensor_specs
+from orinkit.repo.artifacts import oneflow_layout_problem
+from orinkit.repo.check_io import check_declared_dims, check_io
+from orinkit.repo.configs import Runtime, runtime_of, signature_of
 from orinkit.repo.ensemble import EnsembleSpec, EnsembleStep, build_ensemble_config
 from orinkit.repo.errors import EnsembleError, RepoError, SignatureError
 from orinkit.repo.journal import QUARANTINED_PREFIX, read_journal, to_set_aside
@@ -117,6 +117,7 @@ def check_repository(
             io_unknown.add(name)
     for name, config in configs.items():
         folder = repository / name
+        check_declared_dims(report, folder, config)
         _check_versions(report, folder, config)
         runtime = runtime_of(config)
         if config.platform == "ensemble":
@@ -295,7 +296,7 @@ def _check_version(report, folder, config, runtime, version: Path, *, label: str
     if runtime is Runtime.ONEFLOW:
         _check_oneflow_folder(report, folder, version / default, label)
         return
-    _check_io(report, folder, config, runtime, version, auto_complete=auto_complete)
+    check_io(report, folder, config, runtime, version, auto_complete=auto_complete)
 
 
 def _check_oneflow_folder(report: _Report, folder: Path, saved: Path, label: str) -> None:
@@ -326,79 +327,6 @@ def check_version_folder(model_dir: Path, version: Path, config: mc.ModelConfig 
     else:
         _check_version(report, model_dir, config, runtime, version, label="the new version")
     return report.findings
-
-
-def _full_shapes(report, folder, runtime, version):
-    """The artifact's (inputs, outputs) with full shapes, or None where the artifact cannot tell."""
-    try:
-        if runtime in (Runtime.ONNXRUNTIME, Runtime.PYTHON_ONNXRUNTIME):
-            return onnx_full_shapes(version / "model.onnx"), version / "model.onnx", None
-        if runtime is Runtime.TENSORRT_PLAN:
-            manifest = read_manifest(version / "model.plan")
-            return manifest_full_shapes(manifest), version / "model.plan", manifest.max_batch()
-    except ManifestError as exc:
-        report.warning("no-manifest", folder.name, version / "model.plan", exc.message,
-                       "rebuild it with edge-convert, or run check on the device")
-    except RepoError as exc:
-        report.error("artifact-unreadable", folder.name, version, exc.message, exc.hint or "replace the file")
-    return None
-
-
-def _check_io(report: _Report, folder: Path, config: mc.ModelConfig, runtime: Runtime, version: Path, *,
-              auto_complete: bool = False) -> None:
-    name = folder.name
-    if runtime in (Runtime.PYTORCH, Runtime.PYTHON_TORCHSCRIPT):
-        for kind, tensors in (("input", config.input), ("output", config.output)):
-            for index, tensor in enumerate(tensors):
-                if not tensor.name.endswith(f"__{index}"):
-                    report.error("torchscript-naming", name, folder / CONFIG_NAME,
-                                 f"{kind} '{tensor.name}' does not follow the <name>__<index> naming the PyTorch "
-                                 "backend binds by", f"name it {kind}__{index}")
-        return
-    found = _full_shapes(report, folder, runtime, version)
-    if found is None:
-        return
-    (inputs, outputs), artifact, profile_batch = found
-    declared = (tensor_specs(config.input), tensor_specs(config.output))
-    batched = config.max_batch_size > 0
-    if profile_batch and batched and config.max_batch_size > profile_batch:
-        report.error("batch-exceeds-profile", name, folder / CONFIG_NAME,
-                     f"max_batch_size {config.max_batch_size} exceeds the engine's profile maximum {profile_batch}",
-                     f"set max_batch_size to at most {profile_batch}, or rebuild with a larger max batch")
-    where = f"{artifact.parent.name}/{artifact.name}"
-    for kind, have, want in (("input", declared[0], inputs), ("output", declared[1], outputs)):
-        actual = {n: (d, s) for n, d, s in want}
-        for tensor in have:
-            if tensor.name not in actual:
-                report.error("io-name", name, folder / CONFIG_NAME, f"{kind} '{tensor.name}' is not in {where}",
-                             f"the model's {kind}s are {', '.join(actual) or 'none'}")
-                continue
-            real_dtype, shape = actual[tensor.name]
-            if tensor.dtype != real_dtype:
-                report.error("io-dtype", name, folder / CONFIG_NAME,
-                             f"{kind} '{tensor.name}' is {tensor.dtype} in the config but {real_dtype} in {where}",
-                             f"set data_type: TYPE_{real_dtype.replace('BYTES', 'STRING')}")
-            expected = shape[1:] if batched else shape
-            if batched and shape[:1] != (-1,):
-                report.error("batch-axis-fixed", name, folder / CONFIG_NAME,
-                             f"max_batch_size {config.max_batch_size} but {kind} '{tensor.name}' has a fixed first "
-                             f"axis {list(shape)} in {where}", "set max_batch_size: 0 and full dims, or re-export "
-                             "with a dynamic batch axis")
-            elif batched and dims_compatible(tensor.dims, shape) and not dims_compatible(tensor.dims, expected):
-                report.error("dims-include-batch", name, folder / CONFIG_NAME,
-                             f"{kind} '{tensor.name}' dims {list(tensor.dims)} include the batch axis",
-                             f"with max_batch_size > 0 write dims {list(expected)}")
-            elif not dims_compatible(tensor.dims, expected):
-                report.error("io-dims", name, folder / CONFIG_NAME,
-                             f"{kind} '{tensor.name}' has dims {list(tensor.dims)} in the config but "
-                             f"{list(expected)} in {where}", f"set dims: {list(expected)}")
-        missing = [n for n in actual if n not in {t.name for t in have}]
-        renamed = any(t.name not in actual for t in have)  # then io-name already lists the real names
-        # onnxruntime/tensorrt fill the inputs only where the config declares none (then all of them).
-        completes = auto_complete and config.backend in autocomplete.IO_FROM_MODEL_FILE and not have
-        if missing and kind == "input" and not renamed and not completes:
-            report.error("io-missing", name, folder / CONFIG_NAME, f"the config lacks {kind}s {', '.join(missing)} "
-                         f"of {where}", "declare every model input")
 
 
 def _check_ensemble(report: _Report, folder: Path, config: mc.ModelConfig, configs) -> None:

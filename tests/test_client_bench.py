@@ -83,13 +83,16 @@ def test_run_load_warm_up_is_run_but_not_counted():
     def make():
         def call():
             made.append(time.perf_counter())
-            time.sleep(0.05 if len(made) <= 6 else 0.002)  # the first requests are slow
+            # The first request of each worker is slow; the rest return at once. The slow ones take far longer
+            # than any fast one can, even on a loaded machine, so the latencies tell which were counted (no
+            # figure is asserted here: benchmarks/client.py measures).
+            time.sleep(0.25 if len(made) <= 2 else 0.0)
         return call
 
-    result = run_load(make, concurrency=2, duration_s=0.3, warmup_s=0.3)
+    result = run_load(make, concurrency=2, duration_s=0.3, warmup_s=0.4)
     assert len(made) > result.requests > 0
-    assert result.p99_ms < 20, "the slow first requests fell in the warm-up"
-    assert 0.29 <= result.seconds < 0.5
+    assert result.p99_ms < 250, "the slow first requests fell in the warm-up"
+    assert result.seconds >= 0.29, "the measured window is the duration after the warm-up"
     with pytest.raises(InvalidInputError, match="warm-up goes with a duration"):
         run_load(make, concurrency=1, requests=5, warmup_s=1.0)
 

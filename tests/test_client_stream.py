@@ -112,7 +112,9 @@ def test_the_deadline_bounds_the_whole_stream_and_leaves_nothing_running(stream_
             for value in client.stream(*_count(50, delay_ms=100), timeout_s=0.6):
                 seen.append(int(value[0]))
         elapsed = time.monotonic() - started
-        assert 0.5 < elapsed < 1.5 and 3 <= len(seen) < 10, (elapsed, seen)
+        # The whole stream would take 5 s: the deadline ends it long before that (a loaded machine may add some
+        # seconds of scheduling, never the rest of the stream).
+        assert 0.5 < elapsed < 4.0 and 3 <= len(seen) < 40, (elapsed, seen)
         assert _settled(baseline) == baseline
         # The cancelled request freed its model instance: a new stream runs at once.
         assert [int(v[0]) for v in client.stream(*_count(3))] == [0, 1, 2]

@@ -130,6 +130,38 @@ def test_batch_sizes_follow_the_model():
         batch_sizes_for(base_config(0), 8)
 
 
+def test_a_step_of_an_ensemble_never_batches_less_than_the_ensemble(tmp_path):
+    """tritonserver refuses an ensemble whose max_batch_size exceeds a step's (edge-repo check: ensemble-batch);
+    a pick below the ensemble's would leave a repository that does not load. Written as edge-repo lays out "Your
+    first model": the classify ensemble batches 8 over the classifier."""
+    from orinkit.repo.check import check_repository
+    from orinkit.tune.tuner import _ensemble_floor
+
+    step = format_config(base_config(8)).replace('name: "det"', 'name: "classifier"')
+    (tmp_path / "classifier" / "1").mkdir(parents=True)
+    (tmp_path / "classifier" / "1" / "model.py").write_text("class TritonPythonModel:\n    pass\n")
+    (tmp_path / "classifier" / "config.pbtxt").write_text(step)
+    (tmp_path / "classify" / "1").mkdir(parents=True)
+    (tmp_path / "classify" / "config.pbtxt").write_text('''name: "classify"
+platform: "ensemble"
+max_batch_size: 8
+input { name: "x" data_type: TYPE_FP32 dims: [ 4 ] }
+output { name: "y" data_type: TYPE_FP32 dims: [ 4 ] }
+ensemble_scheduling { step { model_name: "classifier" model_version: -1
+  input_map { key: "x" value: "x" } output_map { key: "y" value: "y" } } }
+''')
+    assert not [f for f in check_repository(tmp_path, python=None) if f.severity == "error"]
+    floor, reason = _ensemble_floor(tmp_path, "classifier")
+    assert (floor, reason) == (8, "the ensemble 'classify' batches 8")
+    assert batch_sizes_for(base_config(8), None, floor, reason) == (8,)
+    assert _ensemble_floor(tmp_path, "classify") == (0, "")  # nothing runs the ensemble itself as a step
+    with pytest.raises(TuneInputError, match="may not batch less than 8 .the ensemble 'classify' batches 8."):
+        batch_sizes_for(base_config(8), 4, floor, reason)
+    # What the pick would have written (max_batch_size 4) is what check refuses.
+    (tmp_path / "classifier" / "config.pbtxt").write_text(step.replace("max_batch_size: 8", "max_batch_size: 4"))
+    assert "ensemble-batch" in {f.code for f in check_repository(tmp_path, python=None)}
+
+
 def test_the_grid_varies_the_delay_only_with_a_batcher():
     grid = SearchSpace(instances=(1, 2), batch_sizes=(1, 4), delays_us=(0, 100)).grid()
     assert len(grid) == 2 * (1 + 2)

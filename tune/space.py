@@ -99,9 +99,11 @@ class SearchSpace:
         return replace(at, **{field: values[index]})
 
 
-def batch_sizes_for(config: mc.ModelConfig, largest: int | None = None) -> tuple[int, ...]:
+def batch_sizes_for(config: mc.ModelConfig, largest: int | None = None, floor: int = 0,
+                    floor_reason: str = "") -> tuple[int, ...]:
     """Powers of two from 1 up to the model's max_batch_size (or ``largest``); (0,) for a model that does not
-    batch: its inputs have no batch axis, and no config can give it one."""
+    batch: its inputs have no batch axis, and no config can give it one. ``floor``: the smallest max_batch_size
+    the repository around the model allows (an ensemble over it batches that much: a step may not batch less)."""
     if config.max_batch_size <= 0:
         if largest:
             raise TuneInputError(f"'{config.name}' does not batch (max_batch_size 0): --max-batch-size does not "
@@ -114,7 +116,10 @@ def batch_sizes_for(config: mc.ModelConfig, largest: int | None = None) -> tuple
         size *= 2
     if sizes[-1] != top:
         sizes.append(top)
-    return tuple(sizes)
+    if floor > top:
+        raise TuneInputError(f"'{config.name}' may not batch less than {floor} ({floor_reason}), above "
+                             f"--max-batch-size {top}", hint=f"give --max-batch-size {floor} or more")
+    return tuple(size for size in sizes if size >= floor) if floor else tuple(sizes)
 
 
 def tunable(config: mc.ModelConfig) -> None:

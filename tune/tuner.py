@@ -131,8 +131,26 @@ def _space(options: TuneOptions, config, jetson: _Jetson | None, runtime) -> Sea
             if _engine_dla_core(options) is None:
                 raise TuneInputError(f"--kinds {kind}: the engine of '{options.name}' was built for the GPU",
                                      hint=f"build one for the DLA with edge-convert --dla-core {core} and deploy it")
-    return SearchSpace(options.instances, batch_sizes_for(config, options.max_batch_size), options.delays_us,
-                       options.kinds)
+    floor, reason = _ensemble_floor(options.repository, options.name)
+    return SearchSpace(options.instances, batch_sizes_for(config, options.max_batch_size, floor, reason),
+                       options.delays_us, options.kinds)
+
+
+def _ensemble_floor(repository: Path, name: str) -> tuple[int, str]:
+    """The largest max_batch_size of the ensembles that run ``name`` as a step: tritonserver refuses an ensemble
+    whose max_batch_size exceeds a step's, so a pick below it would leave a repository that does not load."""
+    from orinkit.repo.layout import model_dirs
+
+    floor, reason = 0, ""
+    for folder in model_dirs(repository):
+        try:
+            config = read_config(folder / CONFIG_NAME)
+        except (RepoError, OSError):
+            continue  # edge-repo check names it; it is not this model's concern
+        steps = {step.model_name for step in config.ensemble_scheduling.step}
+        if config.platform == "ensemble" and name in steps and config.max_batch_size > floor:
+            floor, reason = config.max_batch_size, f"the ensemble '{folder.name}' batches {config.max_batch_size}"
+    return floor, reason
 
 
 def _engine_dla_core(options: TuneOptions) -> int | None:
@@ -349,7 +367,6 @@ def _tegrastats():
 def _apply(options, config, chosen, server, report, inputs, progress) -> dict:
     """Write the pick, load it as the repository now has it, and measure it once more at the pick's concurrency."""
     from orinkit.repo.config_change import change_config
-    from orinkit.repo.errors import RepoError
 
     new = configure(config, chosen.candidate)
     level = dict(report["pick"]["confirmed"] or report["pick"]["best"])

@@ -1,0 +1,10 @@
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x * 2)]))
+        return responses
