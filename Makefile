@@ -56,5 +56,5 @@ $(PY):
 $(INSTALLED): setup.cfg pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade "pip>=23.1"
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet --editable '.[server,test,torch,fleet,video,int8,tune,docs]'
+	$(PY) -m pip install --quiet --editable '.[server,convert,test,torch,fleet,video,int8,tune,docs]'
 	touch $@

@@ -113,7 +113,7 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--opset", type=int, default=None, help="--torch: ONNX opset (default 17).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output folder (default: ./NAME.edge in the current folder, NAME being MODEL's file name without "
-                   ".onnx, or the --torch factory's name).")
+                   ".onnx; with --torch, --name, else the factory's module).")
 @click.option("--force", is_flag=True, help="Replace an existing output folder (only once the new one is complete).")
 @click.option("--shapes", default=None, help="Static input shapes, trtexec syntax: input:1x3x360x640[,…].")
 @click.option("--min-shapes", default=None, help="Dynamic axes: smallest shapes.")
@@ -189,7 +189,9 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
             timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark, int8=int8, calib=calib,
             calib_method=calib_method, calib_preprocess=calib_preprocess, int8_exclude=_names(int8_exclude),
         )
-        stem = model.stem if model is not None else torch_factory.rpartition(":")[2]
+        # A --torch factory's name is a verb (build, create): the output is named for the model (--name), else
+        # for the module that holds the factory (mypkg.models:build -> models.edge).
+        stem = model.stem if model is not None else name or torch_factory.partition(":")[0].rpartition(".")[2]
         if repository is not None:
             _check_repository(repository, create, name or stem)
         else:

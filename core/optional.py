@@ -23,7 +23,7 @@ _JETPACK_HINT = (
 # How each optional module gets onto a machine.
 INSTALL_HINTS = {
     "torch": "run: pip install 'orinkit[torch]'",
-    "onnxruntime": "run: pip install 'orinkit[server]'",
+    "onnxruntime": "run: pip install 'orinkit[convert]' (ONNX Runtime runs edge-convert's accuracy gates)",
     "pytriton": "run: pip install 'orinkit[server]'",
     "PIL": "run: pip install 'orinkit[server]' (Pillow)",
     "boto3": "run: pip install 'orinkit[fleet]'",

@@ -15,7 +15,8 @@ from orinkit.core.errors import OrinkitError
 def run_example(doc: str, run: Callable[[Path], dict], succeeded: Callable[[dict], bool], argv=None,
                 facts: dict | None = None, *, prefix: str) -> int:
     """0 when ``succeeded(run(work))``; ``facts`` (for tests) receives what the run measured."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    # The docstring's first paragraph, whole: its first line alone stopped mid-sentence in --help.
+    parser = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     parser.add_argument("--work", type=Path, help="build everything in this folder and keep it (it must not hold "
                                                   "an earlier run's models/; default: a temporary folder, removed "
                                                   "at the end)")

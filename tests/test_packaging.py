@@ -57,6 +57,15 @@ def test_wheel_declares_the_console_script_and_extras(wheel):
         assert f"Provides-Extra: {extra}" in text
     assert 'numpy<2,>=1.21; extra == "server"' in text
     assert 'nvidia-modelopt==0.47.0; extra == "int8"' in text  # without its [onnx] extra (see setup.cfg)
+    # The Orin's install (video + convert, never server) converts: the gates' onnxruntime comes with convert, and
+    # the error for a missing onnxruntime names that extra, not the server one the Orin page leaves out.
+    assert 'onnxruntime>=1.16; extra == "convert"' in text
+
+
+def test_a_missing_onnxruntime_names_the_convert_extra():
+    from orinkit.core.optional import INSTALL_HINTS
+
+    assert "orinkit[convert]" in INSTALL_HINTS["onnxruntime"]
 
 
 def test_importing_any_package_loads_no_heavy_optional_dependency():
