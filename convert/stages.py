@@ -1,6 +1,7 @@
 """The stages of a conversion as the user sees them: numbered start and end lines with the time taken, and while a
-stage runs a line at least every :data:`HEARTBEAT_S` seconds (the README promises one every 5 s), whichever part
-of the stage is at work (onnxsim in its child process, the gate's search, the FP16 graph's repair, the engine)."""
+stage runs its status (whichever part of the stage is at work: onnxsim in its child process, the gate's search, the
+FP16 graph's repair, the engine) as one live line on a terminal, or a line every 30 s in a log
+(:class:`orinkit.core.progress.Heartbeat`)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ from dataclasses import dataclass
 from orinkit.core.progress import Heartbeat
 
 Progress = Callable[[str], None]
-# The heartbeat looks every second and speaks after this much quiet: lines come at most about 3.5 s apart, which
-# leaves the promised 5 s a margin on a loaded machine.
-HEARTBEAT_S = 2.5
 
 
 @dataclass
@@ -34,7 +32,7 @@ def paced(progress: Progress, status: str) -> Iterator[Heartbeat]:
         outer.status(status)
         yield outer
         return
-    with Heartbeat(progress, interval=HEARTBEAT_S, status=status) as beat:
+    with Heartbeat(progress, status=status) as beat:
         yield beat
 
 
