@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -27,6 +26,10 @@ from orinkit.client.errors import (
     unready_model_error,
 )
 from orinkit.client.model import KNOWN_SIGNATURES, ModelInfo, passed_unchanged, prepare_inputs, signature
+from orinkit.client.plan import Plan, sizes
+from orinkit.client.plan import grpc_inputs as inputs_for
+from orinkit.client.pool import Throughput
+from orinkit.client.retry import Retry
 
 COMPRESSION = (None, "gzip", "deflate")
 
@@ -43,26 +46,7 @@ PROBE_INTERVAL_S = 0.05
 MODEL_POLL_S = 0.2
 
 
-@dataclass(frozen=True)
-class Retry:
-    """UNAVAILABLE is retried (inference is idempotent) until the call's deadline (``timeout_s``), waiting
-    ``backoff_s`` doubled each time up to ``max_backoff_s``, each wait ending as soon as the server reports ready
-    again. ``attempts`` caps the tries; without a deadline the cap is 8. A shared-memory region the server forgot
-    (it restarted) is registered again and the call repeated, within the same deadline."""
-
-    attempts: int | None = None
-    backoff_s: float = 0.05
-    max_backoff_s: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.attempts is not None and self.attempts < 1:
-            raise InvalidInputError(f"Retry(attempts={self.attempts}) makes no call",
-                                    hint="use 1 or more, or None for 'until the deadline'")
-        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
-            raise InvalidInputError("Retry needs 0 <= backoff_s <= max_backoff_s", hint="e.g. Retry(backoff_s=0.05)")
-
-
-class Client:
+class Client(Throughput):
     """A gRPC client for one model on a Triton server.
 
     ``client(*arrays, **named)`` sends positional inputs in the model config's order, or by name; dtypes and
@@ -119,7 +103,7 @@ class Client:
         self._keepalive, self._channel_options = keepalive, tuple(channel_options)
         self._grpc = connect(url, tls=self._tls, keepalive=keepalive, channel_options=channel_options)
         self._info: ModelInfo | None = None
-        self._known: dict[tuple, _Plan] = {}  # per input signature that passed prepare_inputs unchanged
+        self._known: dict[tuple, Plan] = {}  # per input signature that passed prepare_inputs unchanged
         self._shm = None
         self._init_lock = threading.Lock()
         self._shm_lock = threading.Lock()
@@ -306,7 +290,7 @@ class Client:
             return self._run_planned(plan, arrays)
         return self._run(arrays, named, outputs, form)
 
-    def _run_planned(self, plan: _Plan, arrays: Sequence):
+    def _run_planned(self, plan: Plan, arrays: Sequence):
         """A call whose inputs' dtypes and shapes passed every check before unchanged: the checks' answer is
         known. Measured: the checks, run on every call, made a small model's calls ~5 % slower than
         tritonclient's own. Only plain numeric arrays get here (``signature`` is None for anything else: bytes,
@@ -351,7 +335,7 @@ class Client:
         if (outputs is None and not named and sequence is None and self._shm is None
                 and len(self._known) < KNOWN_SIGNATURES and (key := signature(arrays, form)) is not None
                 and passed_unchanged(info, arrays, prepared)):
-            self._known[key] = _Plan.of(info, single, wanted)
+            self._known[key] = Plan.of(info, single, wanted)
         if self._shm is not None:
             with self._shm_lock:
                 results = self._infer(info, prepared, wanted, deadline, sequence, attempts)
@@ -389,7 +373,7 @@ class Client:
                attempts: int | None = None) -> dict[str, np.ndarray]:
         import tritonclient.grpc as grpcclient
 
-        grpc_inputs = _grpc_inputs(info, prepared)
+        grpc_inputs = inputs_for(info, prepared)
         shm = self._shm
         if shm is not None:
             shm.bind_inputs(prepared, grpc_inputs)
@@ -438,7 +422,7 @@ class Client:
         def build_request():
             import tritonclient.grpc as grpcclient
 
-            inputs = _grpc_inputs(info, prepared)
+            inputs = inputs_for(info, prepared)
             for name, array in prepared.items():
                 inputs[name].set_data_from_numpy(array)
             return list(inputs.values()), [grpcclient.InferRequestedOutput(name) for name in wanted]
@@ -463,64 +447,6 @@ class Client:
         chosen = (sequences.new_sequence_id(info.correlation_type) if sequence_id is None
                   else sequences.check_sequence_id(sequence_id))
         return sequences.Sequence(self, chosen)
-
-    # --- throughput ----------------------------------------------------------------------------------------
-
-    def _worker(self) -> Client:
-        """This worker thread's own client: one gRPC channel per thread, as tritonclient's maintainers advise."""
-        worker = getattr(self._local, "client", None)
-        if worker is None:
-            worker = Client(self.url, self.model, self.version, ssl=self._tls is not None,
-                            root_certificates=self._tls.root_certificates if self._tls else None,
-                            private_key=self._tls.private_key if self._tls else None,
-                            certificate_chain=self._tls.certificate_chain if self._tls else None,
-                            insecure=bool(self._tls and self._tls.insecure), timeout_s=self.timeout_s,
-                            ready_timeout_s=self.ready_timeout_s, retry=self.retry, keepalive=self._keepalive,
-                            compression=self.compression, channel_options=self._channel_options,
-                            shared_memory=self.shared_memory, outputs=self.default_outputs,
-                            max_request_bytes=self.max_request_bytes)
-            self._local.client = worker
-            with self._init_lock:
-                self._workers.append(worker)
-        return worker
-
-    def _executor(self, concurrency: int) -> ThreadPoolExecutor:
-        self._check_open()
-        with self._init_lock:
-            if self._pool is None or self._pool._max_workers < concurrency:
-                old, self._pool = self._pool, ThreadPoolExecutor(max(1, concurrency), "orinkit-client")
-                if old is not None:
-                    old.shutdown(wait=True)
-            return self._pool
-
-    def submit(self, *arrays, outputs: Sequence[str] | None = None, in_flight: int = 4, **named) -> Future:
-        """Run one inference on a worker thread; the future holds what ``__call__`` would return. The pool grows
-        to ``in_flight`` workers (each with its own channel), so that many requests can be in flight at once."""
-        if in_flight < 1:
-            raise InvalidInputError(f"in_flight {in_flight} runs nothing", hint="use 1 or more")
-        return self._executor(in_flight).submit(lambda: self._worker()(*arrays, outputs=outputs, **named))
-
-    def map(self, samples: Iterable, *, concurrency: int = 4, outputs: Sequence[str] | None = None) -> Iterator:
-        """Results for ``samples`` (each an array, a tuple of arrays, or a dict by input name), in order, with up
-        to ``concurrency`` requests in flight, each worker with its own channel."""
-        pool = self._executor(concurrency)
-
-        def one(sample):
-            worker = self._worker()
-            if isinstance(sample, dict):
-                return worker.infer_sample(outputs=outputs, **sample)
-            if isinstance(sample, tuple):
-                return worker.infer_sample(*sample, outputs=outputs)
-            return worker.infer_sample(sample, outputs=outputs)
-
-        pending: list[Future] = []
-        iterator = iter(samples)
-        for sample in iterator:
-            pending.append(pool.submit(one, sample))
-            if len(pending) >= concurrency * 2:
-                yield pending.pop(0).result()
-        while pending:
-            yield pending.pop(0).result()
 
     # --- what the server measured ---------------------------------------------------------------------------
 
@@ -562,51 +488,6 @@ class Client:
                 self._shm.close()
         except Exception:
             pass
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What a call with a known input signature sends: the checks' answer (``single``: add and drop the batch
-    axis), the inputs' names and types, and the requested outputs (read only by infer(): shared by threads)."""
-
-    single: bool
-    names: tuple[str, ...]
-    datatypes: tuple[str, ...]
-    wanted: tuple[str, ...]
-    requested: list
-    input_class: type
-    server_exception: type
-
-    @classmethod
-    def of(cls, info: ModelInfo, single: bool, wanted: Sequence[str]) -> _Plan:
-        import tritonclient.grpc as grpcclient
-        from tritonclient.utils import InferenceServerException
-
-        return cls(single, tuple(t.name for t in info.inputs), tuple(t.dtype for t in info.inputs), tuple(wanted),
-                   [grpcclient.InferRequestedOutput(name) for name in wanted], grpcclient.InferInput,
-                   InferenceServerException)
-
-
-def size_text(count: int) -> str:
-    """``count`` bytes in the largest unit it fills (bytes, KiB, MiB, GiB), to one decimal, dropping ".0"."""
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if count >= 1 << shift:
-            return f"{count / (1 << shift):.1f}".removesuffix(".0") + f" {unit}"
-    return f"{count} bytes"
-
-
-def sizes(given: int, limit: int) -> tuple[str, str]:
-    """Both sizes as text that tells them apart: in bytes where rounding would make them read the same."""
-    texts = size_text(given), size_text(limit)
-    if texts[0] == texts[1]:
-        return f"{given:,} bytes", f"{limit:,} bytes"
-    return texts
-
-
-def _grpc_inputs(info: ModelInfo, prepared: dict[str, np.ndarray]) -> dict:
-    import tritonclient.grpc as grpcclient
-
-    return {t.name: grpcclient.InferInput(t.name, list(prepared[t.name].shape), t.dtype) for t in info.inputs}
 
 
 __all__ = ["Client", "Retry", "ClientError"]

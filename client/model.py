@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,8 @@ class ModelInfo:
     stateful: bool = False  # under a sequence batcher: called through a sequence
     # The type of the CONTROL_SEQUENCE_CORRID control input ("UINT64", "STRING", ...); None when it has none.
     correlation_type: str | None = None
+    # The config's parameters (key -> string_value): what a model tells its clients, e.g. a detector's class names.
+    parameters: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @classmethod
     def from_config(cls, config: Mapping, version: str | None) -> ModelInfo:
@@ -39,7 +41,9 @@ class ModelInfo:
         return cls(config["name"], version or "", tensors(config.get("input", ())),
                    tensors(config.get("output", ())), int(config.get("max_batch_size", 0)),
                    decoupled=bool(config.get("model_transaction_policy", {}).get("decoupled", False)),
-                   stateful=sequence is not None, correlation_type=_correlation_type(sequence or {}))
+                   stateful=sequence is not None, correlation_type=_correlation_type(sequence or {}),
+                   parameters={str(key): str(value.get("string_value", "")) for key, value
+                               in (config.get("parameters") or {}).items()})
 
     def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)

@@ -22,7 +22,7 @@ from orinkit.client import (
     ModelNotReadyError,
     ServerUnavailableError,
 )
-from orinkit.client.client import size_text, sizes
+from orinkit.client.plan import size_text, sizes
 from orinkit.server.ports import free_ports
 from orinkit.server.testing import start_on_free_ports
 
