@@ -147,6 +147,21 @@ def test_dense_metric_specs_that_cannot_work_are_refused():
             parse_metric(spec).evaluate(logits, logits)
 
 
+def test_a_probability_map_a_rounding_step_past_1_is_still_judged_as_one():
+    """PP-OCRv4's DBNet map on real pages reached 1 + one float32 step (a Sigmoid's rounding): the mask metric
+    refused it as "values in [0, 1], not probabilities in [0, 1]". A rounding step is let through; a real excess is
+    still refused, with values printed precisely enough to tell them from 1."""
+    ramp = np.linspace(0, 1, 2 * 16 * 16, dtype=np.float32).reshape(2, 1, 16, 16)
+    rounded = ramp.copy()
+    rounded[0, 0, -1, -1] = np.nextafter(np.float32(1), np.float32(2))
+    rounded[1, 0, 0, 0] = -np.float32(2.0 ** -12)
+    result = parse_metric("mask").evaluate([{"y": rounded}], [{"y": rounded}])
+    assert result.agreement == 1.0 and result.passed
+    over = ramp * np.float32(1.01)
+    with pytest.raises(MetricError, match=r"values in \[0, 1.01\], not probabilities"):
+        parse_metric("mask").evaluate([{"y": over}], [{"y": over}])
+
+
 def test_the_dense_metrics_count_what_changed():
     """IoU and pixel agreement on maps whose changes are known: the worst sample decides."""
     reference = [{"p": np.zeros((1, 1, 10, 10), np.float32)} for _ in range(2)]
