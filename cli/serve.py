@@ -9,11 +9,15 @@ from pathlib import Path
 import click
 
 from orinkit.cli.base import OrinkitGroup, url_option
+from orinkit.jetson.triton import check_server_fits_device
 from orinkit.server.command import CONTROL_MODES, ServerOptions, build_command
 from orinkit.server.errors import InvalidServerOptionError, RepositoryCheckError, RepositoryNotFoundError
 from orinkit.server.health import server_metadata
 from orinkit.server.locate import HOME_ENV, locate_tritonserver
 from orinkit.server.process import TritonProcess
+
+# The machine edge-serve runs on; a test points it at a captured Jetson tree.
+DEVICE_ROOT = Path("/")
 
 
 class _Interrupted(Exception):
@@ -67,6 +71,8 @@ def _command(triton_home, *, repository_arg=None, backend_cache=None, assemble_b
     if given is None and option is None:
         raise InvalidServerOptionError("no model repository given", hint="edge-serve run MODELS (or --repository)")
     install = locate_tritonserver(triton_home)
+    # On a Jetson, a server built for another JetPack fails at load with a linker error: refuse it with the fix.
+    check_server_fits_device(install.home, DEVICE_ROOT)
     return build_command(install, ServerOptions(repository=given or option, **options), backend_cache=backend_cache,
                          assemble_backends=assemble_backends)
 

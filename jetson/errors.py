@@ -6,7 +6,8 @@
     ├── NotAJetsonError   no L4T here (no /etc/nv_tegra_release, no nvidia-l4t-core), or no tegrastats (exit 3)
     ├── TegrastatsError   a tegrastats line that cannot be parsed (exit 4)
     ├── SamplerError      tegrastats started but died, or sent nothing usable (exit 1)
-    └── MonitorError      a board monitor with settings it cannot run, or started twice (exit 4)
+    ├── MonitorError      a board monitor with settings it cannot run, or started twice (exit 4)
+    └── TritonMismatchError  the tritonserver found cannot run on this JetPack at all (exit 3)
 """
 
 from __future__ import annotations
@@ -49,3 +50,10 @@ class MonitorError(JetsonError):
     """A board monitor asked for what it cannot do: a bad interval or history, or a second start."""
 
     exit_code = EXIT_BAD_INPUT
+
+
+class TritonMismatchError(JetsonError):
+    """The tritonserver found is a build for another JetPack and cannot load on this one: the right one is missing."""
+
+    exit_code = EXIT_MISSING
+

@@ -14,6 +14,11 @@ R36.4/5 (6.1-6.2.2) 2.49.0-igpu; 2.52 and later need glibc 2.36 (JetPack 6 has 2
 R38 (7.0/7.1)       none: these JetPacks do not support Orin
 R39+ (7.2+)         the standard aarch64 (SBSA) builds: Orin runs as an SBSA device, not an iGPU one
 ==================  =========================================================================================
+
+JetPack 7.2 (L4T R39.2) brings CUDA 13.2, cuDNN 9.20 and TensorRT 10.16 to the Orin (OE4T/meta-tegra #2224).
+Triton's 26.02 was its last Jetson release on GitHub; from 26.03 the Orin runs the SBSA (arm64) build, published
+as the multi-arch container image (Triton v2.67.0 release notes). An ``-igpu`` build made for JetPack 6 does not
+load on an R39 host: the host ships no ``libnvdla_compiler.so`` for it (blakeblackshear/frigate #23582).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orinkit.jetson.release import jetpack_for
+from orinkit.jetson.errors import TritonMismatchError
+from orinkit.jetson.release import jetpack_for, l4t_release
 
 _VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)((?:-[A-Za-z0-9.]+)*)")
 _FIRST_GLIBC_BREAK = (2, 52)
@@ -109,3 +115,36 @@ def triton_version_at(home: Path) -> str | None:
         if match:
             return match[0]
     return None
+
+
+# How a JetPack 7.2 Orin gets its server: the SBSA build lives in the arm64 container image; its /opt/tritonserver
+# copied out runs under orinkit's systemd unit as the tarball did on JetPack 6.
+SBSA_HINT = ("on JetPack 7.2 use Triton's SBSA (arm64) build: copy /opt/tritonserver out of the arm64 "
+             "nvcr.io/nvidia/tritonserver:<YY.MM>-py3 image (docs: On a Jetson Orin), or point --triton-home at it")
+
+
+def triton_refusal(l4t: str | None, triton_version: str | None) -> tuple[str, str] | None:
+    """Why a tritonserver of ``triton_version`` cannot run at all on this L4T release, and the fix; None where it
+    can, or where either is unknown. (:func:`triton_mismatch` also names builds that run but are not the best fit.)"""
+    parsed = parse_triton_version(triton_version) if triton_version else None
+    if not l4t or parsed is None:
+        return None
+    (number, suffix), release = parsed, _major_minor(l4t)
+    shown = f"Triton {triton_version} cannot run on JetPack {jetpack_for(l4t) or '?'} (L4T {l4t})"
+    if release >= (39, 0) and ("igpu" in suffix or "jetpack" in suffix):
+        return (f"{shown}: it is a Jetson (iGPU) build, and R39 runs the Orin as an SBSA device without the "
+                "libraries such builds load (libnvdla_compiler.so)", SBSA_HINT)
+    if (38, 0) <= release < (39, 0):
+        return f"{shown}: JetPack 7.0 and 7.1 do not support the Orin", "flash JetPack 6.2 or 7.2+"
+    if (36, 4) <= release < (38, 0) and number[:2] >= _FIRST_GLIBC_BREAK:
+        return (f"{shown}: it needs glibc 2.36 and JetPack 6 has 2.35 (#8367)",
+                "use the 2.49.0-igpu release tarball (docs: On a Jetson Orin)")
+    return None
+
+
+def check_server_fits_device(home: Path, root: Path = Path("/")) -> None:
+    """Refuse a tritonserver at ``home`` that cannot load on the Jetson at ``root`` (nothing to check elsewhere)."""
+    refusal = triton_refusal(l4t_release(root / "etc" / "nv_tegra_release"), triton_version_at(home))
+    if refusal is not None:
+        raise TritonMismatchError(refusal[0], hint=refusal[1])
+

@@ -148,7 +148,7 @@ def test_release_file_wins_over_the_package(tmp_path):
 
 
 def test_jetpack_of_later_releases():
-    assert jetpack_for("36.5.0") == "6.2.2" and jetpack_for("39.2.0") == "7.2 GA" and jetpack_for("38.4.0") == "7.1"
+    assert jetpack_for("36.5.0") == "6.2.2" and jetpack_for("39.2.0") == "7.2" and jetpack_for("38.4.0") == "7.1"
     assert jetpack_for("36.4.3") == "6.2" and jetpack_for("34.1.0") is None
 
 
@@ -157,7 +157,8 @@ def test_jetpack_of_later_releases():
     ("35.6.0", "5.1.4"), ("35.6.1", "5.1.5"), ("35.6.2", "5.1.5"), ("35.6.4", "5.1.6"),
     ("35.6.9", "5.1.4/5.1.5/5.1.6"),  # an unlisted patch names every JetPack of its minor release
     ("36.4.4", "6.2.1"), ("36.4.7", "6.2.1"), ("36.4.0", "6.1"), ("36.4.3", "6.2"), ("36.4.1", "6.1/6.2"),
-    ("39.0.0", "7.2 EA"), ("39.1.0", "7.2 GA"),
+    # JetPack 7.2 is R39.2.0, 7.2.1 R39.2.1 (OE4T/meta-tegra #2224, #2339); a later patch keeps the minor's name.
+    ("39.2.0", "7.2"), ("39.2.1", "7.2.1"), ("39.2.3", "7.2"), ("39.0.0", None),
 ])
 def test_jetpack_of_patch_releases(l4t, jetpack):
     assert jetpack_for(l4t) == jetpack
@@ -299,6 +300,51 @@ def test_triton_mismatch(l4t, version, problem):
         assert found is None
     else:
         assert problem in found and version in found
+
+
+@pytest.mark.parametrize("l4t, version, refused", [
+    ("39.2.0", "2.66.0-igpu", "R39 runs the Orin as an SBSA device"),  # 26.02, the last Jetson build
+    ("39.2.1", "2.35.0-jetpack5.1.2", "R39 runs the Orin as an SBSA device"),
+    ("39.2.0", "2.66.0", None),  # the SBSA build
+    ("38.4.0", "2.66.0", "do not support the Orin"),
+    ("36.4.3", "2.52.0-igpu", "glibc 2.36"),
+    ("36.4.3", "2.42.0-igpu", None),  # not the best fit (triton_mismatch says so), but it runs
+    ("36.4.3", None, None), (None, "2.49.0-igpu", None),
+])
+def test_a_server_that_cannot_run_on_this_jetpack_is_refused(l4t, version, refused):
+    from orinkit.jetson.triton import triton_refusal
+
+    found = triton_refusal(l4t, version)
+    assert (found is None) == (refused is None), found
+    if refused:
+        assert refused in found[0] and version in found[0] and found[1]
+
+
+def test_edge_serve_refuses_a_jetpack_6_server_on_a_jetpack_7_2_orin(tmp_path, monkeypatch):
+    """A captured AGX Orin tree moved to L4T R39.2 and a tritonserver unpacked from the 26.02 -igpu tarball: the
+    server would die at load on a missing libnvdla_compiler.so; edge-serve says why and how to get the SBSA one."""
+    from click.testing import CliRunner
+
+    from orinkit.cli import serve
+
+    root = copy_board(tmp_path, "agx_orin")
+    (root / "etc/nv_tegra_release").write_text("# R39 (release), REVISION: 2.0, GCID: 1, BOARD: generic\n")
+    home = tmp_path / "tritonserver2.66.0-igpu"
+    (home / "bin").mkdir(parents=True)
+    (home / "backends" / "python").mkdir(parents=True)
+    (home / "bin" / "tritonserver").write_text("#!/bin/sh\n")
+    (home / "bin" / "tritonserver").chmod(0o755)
+    (home / "TRITON_VERSION").write_text("2.66.0-igpu\n")
+    (tmp_path / "models" / "m").mkdir(parents=True)
+    monkeypatch.setattr(serve, "DEVICE_ROOT", root)
+    result = CliRunner().invoke(serve.main, ["command", str(tmp_path / "models"), "--triton-home", str(home)])
+    assert result.exit_code == 3, result.output
+    assert "Triton 2.66.0-igpu cannot run on JetPack 7.2 (L4T 39.2.0)" in result.output
+    assert "nvcr.io/nvidia/tritonserver:<YY.MM>-py3" in result.output and "Traceback" not in result.output
+    (home / "TRITON_VERSION").write_text("2.66.0\n")  # the SBSA build copied out of the arm64 image
+    sbsa = home.rename(tmp_path / "tritonserver")
+    result = CliRunner().invoke(serve.main, ["command", str(tmp_path / "models"), "--triton-home", str(sbsa)])
+    assert result.exit_code == 0, result.output
 
 
 def test_triton_version_at_a_home(tmp_path):
