@@ -6,6 +6,8 @@
     ├── LaneInputError            proposals, anchors, sizes or options of the wrong shape or range (exit 4);
     │                             also a ValueError, as numpy code expects
     ├── CheckpointMismatchError   a checkpoint that does not fit the model built (exit 4)
+    ├── DatasetError              a lane dataset that cannot be read: an unknown kind, a missing list, label or
+    │                             image, a malformed line (exit 4)
     └── MissingWeightsError       trained weights asked for where none ship (exit 3)
 """
 
@@ -24,6 +26,10 @@ class LaneInputError(LaneError, ValueError):
 
 class CheckpointMismatchError(LaneError):
     pass
+
+
+class DatasetError(LaneError):
+    """A lane dataset (CULane, TuSimple, CurveLanes, a folder of frames) that cannot be read as its kind."""
 
 
 class MissingWeightsError(LaneError):
