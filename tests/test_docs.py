@@ -51,6 +51,10 @@ CHROMIUM = os.environ.get("ORINKIT_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
 SITE_SHOT = DOCS / "images" / "site.png"
+# The pages whose code blocks a newcomer copies most: every block on them must show its whole lines.
+CODE_PAGES = ("getting-started/dev-machine/", "getting-started/orin/", "getting-started/first-model/",
+              "guides/convert/", "guides/repository/", "guides/serving/", "guides/client/", "guides/video/",
+              "guides/lanes/", "troubleshooting/")
 
 
 def _hooks():
@@ -578,6 +582,16 @@ def test_the_site_renders_in_chromium(served_site, tmp_path):
                 assert page.locator("article.md-content__inner h1").first.is_visible(), name
                 shots[name] = tmp_path / f"site-{name}.png"
                 page.screenshot(path=str(shots[name]))
+            # Every code block shows its whole lines (the trailing comments included) at common screen widths,
+            # and no line runs under the copy button: 8 pages' blocks scrolled sideways before site.css.
+            for width in (1280, 1920):
+                page.set_viewport_size({"width": width, "height": 900})
+                for path in CODE_PAGES:
+                    page.goto(served_site + path, wait_until="networkidle")
+                    clipped = page.evaluate("""() => [...document.querySelectorAll('.md-typeset pre > code')]
+                        .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.textContent.slice(0, 60))""")
+                    assert not clipped, f"{path} at {width} px: {clipped}"
+            page.set_viewport_size({"width": 1280, "height": 900})
             # Material's search (?q= opens it with a query): the index is built in the page and answers offline.
             page.goto(served_site + "?q=edge-convert", wait_until="networkidle")
             page.locator(".md-search-result__item").first.wait_for()

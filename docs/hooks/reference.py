@@ -198,7 +198,7 @@ def _command_markdown(command: click.Command, ctx: click.Context, level: int) ->
         out += ["Subcommands:", ""]
         for name in names:
             sub = command.get_command(ctx, name)
-            summary = _escape(sub.get_short_help_str(limit=120))
+            summary = _escape(sub.get_short_help_str(limit=1000))
             out.append(f"- [`{path} {name}`](#{anchor}-{name}): {summary}")
         out.append("")
         for name in names:
@@ -210,7 +210,7 @@ def _command_markdown(command: click.Command, ctx: click.Context, level: int) ->
 
 def cli_markdown() -> str:
     scripts = console_scripts()
-    rows = [f"| [`{name}`](#{name}) | {_escape(click_command(target).get_short_help_str(limit=200))} |"
+    rows = [f"| [`{name}`](#{name}) | {_escape(click_command(target).get_short_help_str(limit=1000))} |"
             for name, target in scripts.items()]
     out = _table("| command | what it does |", rows)
     for name, target in scripts.items():
