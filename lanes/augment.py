@@ -1,13 +1,20 @@
-"""What the lane model trains on and what it is judged on: the renderer's styles and the augmentation.
+"""What the lane model trains on and what it is judged on: the renderer's styles, the data versions and the
+augmentation.
 
-A model trained on one renderer learns that renderer's look. Two defences, both here:
+A model trained on one renderer learns that renderer's look. The defences here:
 
-- :data:`TRAINING_STYLE` draws roads with the renderer's own ranges, and :func:`augment` then changes what the
-  renderer never changes: colour casts and channel order, grey images, zoomed crops (another horizon and camera
-  height), occluding blocks, extra blur and noise. Lanes move with the crop.
-- :data:`STRESS_STYLE` holds out whole style settings, not only seeds: camera heights, fields of view, curvature,
-  lane and marking widths, dash patterns and light levels outside every training range. Its F1 says how the model
-  does on roads unlike any it trained on.
+- Data versions (:data:`DATA_VERSIONS`, :func:`training_road`): ``synth-v1`` draws roads in
+  :data:`TRAINING_STYLE`, the first renderer's ranges (the first shipped models' data); ``wide-v1`` draws them in
+  :data:`~orinkit.lanes.synth.WIDE_STYLE` (domain randomisation: cameras of every aspect, height, pitch, roll and
+  field of view, 2-6 lanes with merges, S-bends, double lines and raised dots, flat colours and photographs, grass,
+  sand, snow, concrete and city streets, clutter that looks like lanes, lens distortion and vignetting). New runs
+  draw ``wide-v1``; a run records its version, so a resumed run keeps its own.
+- :func:`augment` then changes what the renderer never changes: colour casts and channel order, grey images,
+  zoomed crops (another horizon and camera height), occluding blocks, extra blur and noise. Lanes move with the
+  crop.
+- :data:`STRESS_STYLE` holds out whole style settings of the first renderer, not only seeds: camera heights,
+  fields of view, curvature, lane and marking widths, dash patterns and light levels outside every ``synth-v1``
+  range (``wide-v1`` covers them: for its models the second renderer, not this, is the judge of transfer).
 
 numpy and Pillow only, so the data-loader workers stay light.
 """
@@ -17,9 +24,14 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageFilter
 
-from orinkit.lanes.synth import SynthOptions
+from orinkit.lanes.errors import LaneError
+from orinkit.lanes.synth import FIRST_STYLE, WIDE_STYLE, RoadSample, SynthOptions, render_road
 
-TRAINING_STYLE = SynthOptions()
+TRAINING_STYLE = FIRST_STYLE
+DATA_VERSIONS = ("synth-v1", "wide-v1")
+DEFAULT_DATA = "wide-v1"
+# CULane annotates at most four lanes: the ego lane's two lines and the next one on either side.
+MAX_LANES = 4
 STRESS_STYLE = SynthOptions(
     camera_height_m=(1.9, 2.6),       # training: 1.2-1.8
     fov_deg=(72.0, 85.0),             # 50-70
@@ -31,6 +43,25 @@ STRESS_STYLE = SynthOptions(
     brightness=(0.45, 0.64),          # 0.65-1.3
     yellow=0.6,                       # 0.2
 )
+
+
+def training_road(data: str, seed: int, width: int = 640, height: int = 360) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The BGR image and lanes of training road ``seed`` in data version ``data`` (:data:`DATA_VERSIONS`)."""
+    if data == "synth-v1":
+        road = render_road(seed, width, height, options=TRAINING_STYLE)
+        return road.image[:, :, ::-1], road.lanes
+    if data == "wide-v1":
+        road = render_road(seed, width, height, options=WIDE_STYLE)
+        return road.image[:, :, ::-1], nearest_lanes(road, MAX_LANES)
+    raise LaneError(f"unknown training data version {data!r}", hint=f"use one of {', '.join(DATA_VERSIONS)}")
+
+
+def nearest_lanes(road: RoadSample, count: int = MAX_LANES) -> list[np.ndarray]:
+    """The lanes of the ``count`` markings nearest the camera (sideways, where the car is), left to right: a road of
+    five or six lines is annotated as CULane would, its far lines left out."""
+    seen = [m for m in road.scene["markings"] if m["lane_index"] is not None]
+    kept = sorted(sorted(seen, key=lambda m: abs(m["x_m"]))[:count], key=lambda m: m["lane_index"])
+    return [road.lanes[m["lane_index"]] for m in kept]
 
 
 def _crop_zoom(image: np.ndarray, lanes: list[np.ndarray], rng: np.random.Generator, most: float = 1.25):

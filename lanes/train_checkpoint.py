@@ -28,6 +28,7 @@ def _options_from(saved: dict, changes: dict) -> TrainOptions:
     fields = {f.name for f in dataclasses.fields(TrainOptions)}
     # A pause belongs to the process that was asked to pause, not to the run.
     values = {k: v for k, v in saved.items() if k in fields and k not in ("pause_minutes", "pause_at_step")}
+    values.setdefault("data", "synth-v1")  # a run from before data versions drew the first renderer's roads
     for key in ("init", "frames", "out"):
         if values.get(key) is not None:
             values[key] = Path(values[key])

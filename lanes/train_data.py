@@ -1,7 +1,7 @@
 """What a lane training run sees: image ``index`` of data seed ``seed``, the same pair whenever it is asked for.
 
-A training image is a road drawn by :mod:`orinkit.lanes.synth` in
-:data:`~orinkit.lanes.augment.TRAINING_STYLE`, or (a share of ``--frames-share``) an image of your frames or of a
+A training image is a road drawn by :mod:`orinkit.lanes.synth` in the run's data version (``--data``,
+:func:`~orinkit.lanes.augment.training_road`), or (a share of ``--frames-share``) an image of your frames or of a
 lane dataset (:mod:`orinkit.lanes.datasets`) picked by the same generator; then augmented and mirrored from a
 generator seeded by (``seed``, ``index``). Batches come in index order from worker processes.
 """
@@ -32,27 +32,24 @@ def _pair(image: np.ndarray, lanes, flip: bool, max_lanes: int = SYNTH_LANES):
     return np.ascontiguousarray(image.transpose(2, 0, 1)), lane_targets(lanes, max_lanes, IMG_W, IMG_H)
 
 
-def _sample(seed: int, flip: bool):
-    """One training pair from the road of ``seed``, as drawn (no augmentation)."""
-    from orinkit.lanes.synth import render_road
+def _sample(seed: int, flip: bool, data: str = "wide-v1"):
+    """One training pair from the road of ``seed`` in data version ``data``, as drawn (no augmentation)."""
+    from orinkit.lanes.augment import training_road
 
-    road = render_road(seed, IMG_W, IMG_H)
-    return _pair(road.image[:, :, ::-1], road.lanes, flip)
+    return _pair(*training_road(data, seed, IMG_W, IMG_H), flip)
 
 
 def training_pair(index: int, seed: int, *, augmented: bool = True, frames=None, share: float = 0.0,
-                  max_lanes: int = SYNTH_LANES):
+                  max_lanes: int = SYNTH_LANES, data: str = "wide-v1"):
     """Training image ``index`` of data seed ``seed``: the same pair whenever and wherever it is asked for.
     ``frames`` is a :class:`~orinkit.lanes.datasets.LaneDataset` that ``share`` of the images come from."""
-    from orinkit.lanes.augment import TRAINING_STYLE, augment
-    from orinkit.lanes.synth import render_road
+    from orinkit.lanes.augment import augment, training_road
 
     rng = np.random.default_rng([seed, index])
     if frames is not None and rng.random() < share:
         bgr, lanes = frames.load(int(rng.integers(len(frames))), IMG_W, IMG_H)
     else:
-        road = render_road(seed * 10**8 + index, IMG_W, IMG_H, options=TRAINING_STYLE)
-        bgr, lanes = road.image[:, :, ::-1], road.lanes
+        bgr, lanes = training_road(data, seed * 10**8 + index, IMG_W, IMG_H)
     if augmented:
         bgr, lanes = augment(np.ascontiguousarray(bgr), lanes, rng)
     return _pair(bgr, lanes, bool(rng.random() < 0.5), max_lanes)
@@ -92,7 +89,7 @@ def _loader(options: TrainOptions, start: int, frames):
         def __getitem__(self, index):
             try:
                 image, targets = training_pair(index, options.seed, augmented=options.augment, frames=frames,
-                                               share=share, max_lanes=lanes)
+                                               share=share, max_lanes=lanes, data=options.data)
             except DatasetError as exc:
                 blank = torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77)
                 return (*blank, problem_of(exc))

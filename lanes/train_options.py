@@ -33,6 +33,7 @@ class TrainOptions:
     warmup_steps: int = 300
     seed: int = 0
     augment: bool = True
+    data: str = "wide-v1"  # the drawn roads' version (orinkit.lanes.augment.DATA_VERSIONS); a resumed run keeps its own
     cls_weight: float = 10.0
     bf16: bool = True
     log_seconds: float = 30.0
@@ -65,6 +66,11 @@ class TrainOptions:
                 raise LaneError(f"--{name} must be 1 or more", hint="e.g. --batch 8")
         if self.workers < 0 or self.eval_images < 0 or self.eval_quick < 0:
             raise LaneError("--workers and --eval-images must be 0 or more", hint="e.g. --workers 1")
+        from orinkit.lanes.augment import DATA_VERSIONS
+
+        if self.data not in DATA_VERSIONS:
+            raise LaneError(f"--data {self.data} is not a version of the drawn roads",
+                            hint=f"use one of {', '.join(DATA_VERSIONS)}")
         if self.frames_share is not None and not 0.0 <= self.frames_share <= 1.0:
             raise LaneError(f"--frames-share {self.frames_share} is not in [0, 1]", hint="e.g. 0.5")
         if self.frames is not None and self.dataset is not None:
