@@ -147,6 +147,38 @@ def add(artifact, repository, create, name, runtime, version, max_batch_size, in
         click.echo(f"runtime: {placed.note}")
 
 
+@main.command("add-detector")
+@click.argument("artifact", type=click.Path(path_type=Path))
+@_REPO
+@_CREATE
+@click.option("--name", default="detection", show_default=True,
+              help="The ensemble's name; its steps are NAME_preprocess, NAME_model and NAME_postprocess.")
+@click.option("--labels", type=click.Path(path_type=Path), default=None,
+              help="Class names: one a line, or a YAML/JSON list (default: the model's Ultralytics metadata).")
+@click.option("--head", type=click.Choice(["yolov8", "yolov5", "end2end", "yolox", "efficient_nms", "detr"]),
+              default=None, help="The head's kind where the graph cannot tell (default: recognized).")
+@click.option("--conf", type=float, default=0.25, show_default=True, help="Score threshold.")
+@click.option("--iou", type=float, default=0.7, show_default=True, help="NMS IoU threshold.")
+@click.option("--max-det", type=int, default=300, show_default=True, help="Most boxes per image.")
+@click.option("--agnostic", is_flag=True, help="NMS across classes (a box suppresses boxes of any class).")
+@click.option("--runtime", type=click.Choice(["auto", *(r.value for r in Runtime)]), default="auto",
+              show_default=True, help="How the model runs; 'auto' decides ONNX by the server's backends.")
+@click.option("--max-batch-size", type=int, default=4, show_default=True)
+def add_detector(artifact, repository, create, name, labels, head, conf, iou, max_det, agnostic, runtime,
+                 max_batch_size) -> None:
+    """Place the detector ARTIFACT (.onnx, or a .plan from edge-convert) with an image step that letterboxes as
+    it was trained, a decode + NMS step and the ensemble NAME: encoded image in, boxes, scores, classes and count
+    out (class names in its config). All four, or nothing."""
+    from orinkit.detect.postprocess import NmsOptions
+    from orinkit.detect.repository import build_detection_repository
+
+    repository = _repository(repository, create)
+    placed = build_detection_repository(
+        repository, artifact, head=head, labels=labels, runtime=runtime, max_batch_size=max_batch_size, name=name,
+        options=NmsOptions(conf=conf, iou=iou, max_det=max_det, agnostic=agnostic), progress=_echo)
+    click.echo(f"placed the detection ensemble {name} ({placed['model'].runtime.value}) in {repository}")
+
+
 def _sequence(wanted: bool, strategy, idle_us, correlation_type) -> SequenceBatching | None:
     given = {"--sequence-strategy": strategy, "--sequence-idle-us": idle_us, "--correlation-type": correlation_type}
     if not wanted:

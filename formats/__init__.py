@@ -7,7 +7,14 @@ A leaf package: it imports only ``orinkit.core`` and numpy, so ``orinkit.convert
 from orinkit.formats.dtypes import DType, dtype, from_numpy, from_onnx, from_tensorrt
 from orinkit.formats.engine import describe_engine
 from orinkit.formats.errors import FormatError, ManifestError
-from orinkit.formats.manifest import EngineManifest, ProfileShape, manifest_path, read_manifest, write_manifest
+from orinkit.formats.manifest import (
+    EngineManifest,
+    NmsRecord,
+    ProfileShape,
+    manifest_path,
+    read_manifest,
+    write_manifest,
+)
 from orinkit.formats.tensors import TensorSpec, dims_compatible, dims_fit
 
 __all__ = [
@@ -15,6 +22,7 @@ __all__ = [
     "EngineManifest",
     "FormatError",
     "ManifestError",
+    "NmsRecord",
     "ProfileShape",
     "TensorSpec",
     "dims_compatible",

@@ -30,6 +30,30 @@ class ProfileShape:
 
 
 @dataclass(frozen=True)
+class NmsRecord:
+    """NMS built into the engine (``edge-convert --nms``): the plan answers boxes, so the Python NMS step is skipped.
+
+    Its outputs are EfficientNMS-style, whichever way NMS was made: ``num_dets`` [B, 1] int32, ``det_boxes``
+    [B, K, 4] x1 y1 x2 y2 in model-input pixels, ``det_scores`` [B, K], ``det_classes`` [B, K] int32."""
+
+    method: str  # "EfficientNMS_TRT" (the plugin) or "INMSLayer"
+    head: str  # the raw head the engine decodes: yolov8, yolov5 or yolox
+    score_threshold: float
+    iou_threshold: float
+    max_output_boxes: int
+    class_agnostic: bool = False
+    num_classes: int = 0
+    outputs: tuple[str, ...] = ("num_dets", "det_boxes", "det_scores", "det_classes")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NmsRecord:
+        if not isinstance(data, dict):
+            raise TypeError(f"nms is {type(data).__name__}, not an object")
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{**known, "outputs": tuple(known.get("outputs", cls.outputs))})
+
+
+@dataclass(frozen=True)
 class EngineManifest:
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
@@ -39,6 +63,14 @@ class EngineManifest:
     # Build facts (TensorRT version, GPU, L4T, ONNX sha256, kept-FP32 nodes, ...), filled by edge-convert.
     build: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    # NMS built into the engine by edge-convert --nms (an NmsRecord: method, head, thresholds, outputs): the plan
+    # answers boxes and the Python NMS step is skipped. None (or absent, as before --nms) when there is none.
+    nms: NmsRecord | None = None
+
+    @property
+    def answers_boxes(self) -> bool:
+        """True when NMS is inside the engine: serve its outputs as detections, with no Python NMS after it."""
+        return self.nms is not None
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -62,6 +94,7 @@ class EngineManifest:
             precision=data.get("precision", "fp32"),
             build=dict(data.get("build", {})),
             format_version=int(data.get("format_version", FORMAT_VERSION)),
+            nms=NmsRecord.from_dict(data["nms"]) if data.get("nms") else None,
         )
 
     def max_batch(self) -> int:

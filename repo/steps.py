@@ -1,6 +1,7 @@
 """Reusable Python-backend steps for ensembles, copied into a repository with their configs.
 
-* ``ImagePreprocess``: encoded image bytes → resized, normalised CHW tensor, plus the original size.
+* ``ImagePreprocess``: encoded image bytes → resized (stretched, or letterboxed for detectors), normalised CHW
+  tensor, plus the original size (and, letterboxed, the transform that maps boxes back).
 * ``TopK``: classification logits → top-k scores and class ids (and labels, given a labels file).
 
 Their code is ``orinkit/repo/pymodels/<step>.py``, written as a self-contained ``model.py``
@@ -22,6 +23,7 @@ from orinkit.repo.python_model import PythonModelSpec, add_python_model
 from orinkit.repo.signature import Signature, TensorSpec
 
 INTERPOLATIONS = ("bilinear", "nearest", "bicubic")
+RESIZES = ("stretch", "letterbox")
 
 
 def _floats(values, count: int, what: str) -> tuple[float, ...]:
@@ -33,7 +35,13 @@ def _floats(values, count: int, what: str) -> tuple[float, ...]:
 
 @dataclass(frozen=True, kw_only=True)
 class ImagePreprocess:
-    """Decode (JPEG, PNG, ... via Pillow), resize, reorder channels, ``(x * scale - mean) / std``, HWC → CHW."""
+    """Decode (JPEG, PNG, ... via Pillow), resize, reorder channels, ``(x * scale - mean) / std``, HWC → CHW.
+
+    ``resize="stretch"`` (the default) fills the model's size whatever the image's aspect; ``"letterbox"`` keeps
+    the aspect and pads with ``pad`` (centred, or top-left with ``centre=False``) and adds the output TRANSFORM,
+    FP32 [6]: scale_x, scale_y, pad_x, pad_y, source width, source height (``source = (model - pad) / scale``
+    per axis; the scales are the rounded size's, new width / width and new height / height, as Ultralytics'
+    scale_boxes divides)."""
 
     width: int = 224
     height: int = 224
@@ -45,11 +53,16 @@ class ImagePreprocess:
     interpolation: str = "bilinear"
     max_image_bytes: int = 16 << 20  # refused before decoding: see repo/pymodels/image_preprocess.py
     max_pixels: int = 25_000_000
+    resize: str = "stretch"
+    centre: bool = True
+    pad: int = 114
+    min_side: int = 1  # images with a shorter side are refused
 
     source = "image_preprocess"
     input_name = "IMAGE"
     output_name = "TENSOR"
     size_name = "ORIGINAL_SIZE"
+    transform_name = "TRANSFORM"
 
     def __post_init__(self) -> None:
         if self.color_order not in ("RGB", "BGR", "GRAY"):
@@ -73,18 +86,26 @@ class ImagePreprocess:
             )
         if self.max_image_bytes < 1 or self.max_pixels < 1:
             raise SignatureError("max_image_bytes and max_pixels must be positive", hint="e.g. 16 MiB, 25e6")
+        if self.resize not in RESIZES:
+            raise SignatureError(f"resize '{self.resize}' is unknown", hint=f"use one of {', '.join(RESIZES)}")
+        if isinstance(self.pad, bool) or not isinstance(self.pad, int) or not 0 <= self.pad <= 255:
+            raise SignatureError(f"pad {self.pad!r} is not a pixel value", hint="use 0..255 (Ultralytics: 114)")
+        if self.min_side < 1:
+            raise SignatureError(f"min_side {self.min_side} is below 1", hint="use 1 to accept any size")
 
     @property
     def channels(self) -> int:
         return 1 if self.color_order == "GRAY" else 3
 
     def signature(self, max_batch_size: int) -> Signature:
-        return Signature(
-            (TensorSpec(self.input_name, "BYTES", (1,)),),
-            (TensorSpec(self.output_name, self.dtype, (self.channels, self.height, self.width)),
-             TensorSpec(self.size_name, "INT32", (2,))),
-            max_batch_size,
-        )
+        # Without batching (max_batch_size 0) the dims are full shapes: one image, its batch axis of 1 written out,
+        # which is what a model exported with a fixed batch of 1 takes.
+        one = () if max_batch_size > 0 else (1,)
+        outputs = [TensorSpec(self.output_name, self.dtype, (*one, self.channels, self.height, self.width)),
+                   TensorSpec(self.size_name, "INT32", (*one, 2))]
+        if self.resize == "letterbox":
+            outputs.append(TensorSpec(self.transform_name, "FP32", (*one, 6)))
+        return Signature((TensorSpec(self.input_name, "BYTES", (*one, 1)),), tuple(outputs), max_batch_size)
 
     def parameters(self) -> dict[str, str]:
         return {
@@ -98,6 +119,10 @@ class ImagePreprocess:
             "interpolation": self.interpolation,
             "max_image_bytes": str(self.max_image_bytes),
             "max_pixels": str(self.max_pixels),
+            "resize": self.resize,
+            "centre": "true" if self.centre else "false",
+            "pad": str(self.pad),
+            "min_side": str(self.min_side),
         }
 
     def files(self) -> dict[str, Path]:

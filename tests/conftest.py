@@ -15,7 +15,7 @@ DATA = Path(__file__).resolve().parent / "data"
 # The folders setup.cfg maps into the orinkit namespace.
 # Every folder setup.cfg maps to orinkit.<name>.
 PACKAGE_DIRS = {"core", "formats", "server", "jetson", "convert", "repo", "client", "systemd", "lanes", "cli", "ui",
-                "fleet", "video"}
+                "fleet", "video", "detect"}
 
 
 @pytest.fixture(scope="session")

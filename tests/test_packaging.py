@@ -14,7 +14,7 @@ from conftest import PACKAGE_DIRS, ROOT, run_python
 HEAVY = ("torch", "tensorrt", "pycuda", "onnxruntime", "pytriton")
 # Code that runs on the Orin, where JetPack 6 has Python 3.10.
 DEVICE_SIDE = ("core", "formats", "server", "client", "jetson", "systemd", "convert", "ui", "fleet", "video", "lanes",
-               "tune")
+               "tune", "detect")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,181 @@
+"""``RemoteDetector(url, name)(image) -> Detections``: detections from the served ensemble, built on orinkit's Client.
+
+The ensemble (orinkit.detect.repository) takes encoded images and answers fixed-size outputs: ``boxes``
+[max_det, 4] in the source image's pixels, ``scores``, ``classes`` and ``count``; its config carries the class
+names. Imports numpy, Pillow and tritonclient only (no torch, no onnxruntime): it runs on any machine that talks to
+the server.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from orinkit.client import Client, InvalidInputError
+from orinkit.detect.detections import Detections
+from orinkit.detect.errors import DetectError
+from orinkit.detect.images import as_bgr8
+
+# The same bounds as the server's image step (orinkit.repo.steps.ImagePreprocess and detect.repository): checked
+# from the header first, so that an image the server would refuse is never uploaded.
+MAX_IMAGE_BYTES = 16 << 20
+MAX_PIXELS = 25_000_000
+MIN_SIDE = 8
+# Arrays (video frames) go as JPEG: Pillow's PNG costs ~10x more to encode; "png" sends the exact pixels.
+FRAME_FORMATS = ("jpeg", "png")
+JPEG_QUALITY = 90
+
+
+def encode(image, frame_format: str = "jpeg", *, quality: int = JPEG_QUALITY) -> bytes:
+    """Encoded image bytes: bytes and file paths as they are; arrays (BGR uint8 as cv2 and orinkit.video give,
+    or grayscale, BGRA, uint16: see orinkit.detect.images.as_bgr8) encoded as ``frame_format``."""
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image)
+    if isinstance(image, (str, os.PathLike)):
+        try:
+            return Path(image).read_bytes()
+        except FileNotFoundError:
+            raise InvalidInputError(f"no image file at {os.fspath(image)}", hint="check the path") from None
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read the image file {os.fspath(image)}: {exc.strerror}",
+                                    hint="check the path and its permissions") from None
+    if not isinstance(image, np.ndarray):
+        raise InvalidInputError(f"an image must be a BGR uint8 array, encoded bytes or a path, got "
+                                f"{type(image).__name__}", hint="pass cv2/orinkit.video frames, JPEG/PNG bytes or "
+                                                                "a file path")
+    try:
+        array = as_bgr8(image)
+    except DetectError as exc:
+        raise InvalidInputError(exc.message, hint=exc.hint) from None
+    from PIL import Image
+
+    height, width = array.shape[:2]
+    # Pillow reads BGR rows itself: no reversed copy of the frame.
+    picture = Image.frombuffer("RGB", (width, height), np.ascontiguousarray(array), "raw", "BGR", 0, 1)
+    buffer = io.BytesIO()
+    if frame_format == "jpeg":
+        picture.save(buffer, "JPEG", quality=quality)
+    else:
+        picture.save(buffer, "PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def check_image(data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_PIXELS,
+                min_side: int = MIN_SIDE) -> None:
+    """InvalidInputError, before anything is sent, for bytes that are no image, or too many bytes or pixels, or a
+    side under ``min_side`` (read from the header only). The server refuses the same, in the same words."""
+    from PIL import Image, UnidentifiedImageError
+
+    if len(data) > max_bytes:
+        raise InvalidInputError(f"the image is {len(data) / 2**20:.1f} MiB, above the limit of "
+                                f"{max_bytes / 2**20:.0f} MiB", hint="send a JPEG, or raise max_image_bytes")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+    except UnidentifiedImageError:
+        raise InvalidInputError(f"the bytes are not an image Pillow can read ({len(data)} bytes, unrecognised "
+                                "format)", hint="send JPEG or PNG bytes, a path to such a file, or a BGR uint8 "
+                                                "array") from None
+    except OSError as exc:
+        raise InvalidInputError(f"the bytes are not an image Pillow can read ({len(data)} bytes: {exc})",
+                                hint="send JPEG or PNG bytes, a path to such a file, or a BGR uint8 array") from None
+    except Image.DecompressionBombError:
+        width, height = max_pixels, 2  # Pillow refused it as a bomb: far over any sane limit
+    if width * height > max_pixels:
+        raise InvalidInputError(f"the image is {width}x{height}, above the limit of {max_pixels / 1e6:g} megapixels",
+                                hint="downscale it on the camera side (a detector sees 640x640 or less)")
+    if min(width, height) < min_side:
+        raise InvalidInputError(f"the image is {width}x{height} pixels, below the smallest side of {min_side}",
+                                hint="send the whole frame, not an empty crop")
+
+
+def names_of(parameters: Mapping[str, str]) -> tuple[str, ...]:
+    """The class names an ensemble's config carries (parameter ``names``, a JSON list); () when it has none."""
+    text = parameters.get("names")
+    if not text:
+        return ()
+    try:
+        names = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(str(n) for n in names) if isinstance(names, list) else ()
+
+
+def detections_from(result: Mapping[str, np.ndarray], names: Sequence[str] = ()) -> list[Detections]:
+    """The ensemble's outputs for a batch (``boxes`` [B, max_det, 4], ``scores``, ``classes``, ``count`` [B, 1]),
+    or for one image (no batch axis), as one Detections per image."""
+    boxes = np.asarray(result["boxes"], np.float32)
+    scores, classes = np.asarray(result["scores"]), np.asarray(result["classes"])
+    counts = np.asarray(result["count"]).reshape(-1)
+    if boxes.ndim == 2:
+        boxes, scores, classes = boxes[None], scores[None], classes[None]
+    return [Detections(boxes[i, :n], scores[i, :n], classes[i, :n], tuple(names))
+            for i, n in enumerate(int(c) for c in counts)]
+
+
+class RemoteDetector:
+    """Sends encoded images to the detection ensemble ``name`` at ``url``; returns their Detections, named with the
+    class names the ensemble's config carries. Bytes and paths are sent as they are, arrays are encoded as
+    ``frame_format`` ("jpeg" at ``jpeg_quality``, or lossless "png"). Images the server would refuse (over
+    ``max_image_bytes`` or ``max_pixels``, a side under ``min_side``) are refused before they are sent. Extra
+    keyword arguments go to Client (TLS, timeouts, retries)."""
+
+    def __init__(self, url: str = "localhost:8001", name: str = "detection", *, frame_format: str = "jpeg",
+                 jpeg_quality: int = JPEG_QUALITY, max_image_bytes: int = MAX_IMAGE_BYTES,
+                 max_pixels: int = MAX_PIXELS, min_side: int = MIN_SIDE, **client_options) -> None:
+        frame_format = "jpeg" if str(frame_format).lower() == "jpg" else str(frame_format).lower()
+        if frame_format not in FRAME_FORMATS:
+            raise InvalidInputError(f"frame_format {frame_format!r} is not one the server's step decodes here",
+                                    hint="use 'jpeg' (fast, for video) or 'png' (lossless)")
+        if isinstance(jpeg_quality, bool) or not isinstance(jpeg_quality, int) or not 1 <= jpeg_quality <= 100:
+            raise InvalidInputError(f"JPEG quality {jpeg_quality!r} is outside 1..100", hint=f"e.g. {JPEG_QUALITY}")
+        self.frame_format, self.jpeg_quality = frame_format, jpeg_quality
+        self.limits = {"max_bytes": max_image_bytes, "max_pixels": max_pixels, "min_side": min_side}
+        self.client = Client(url, name, **client_options)
+        self._names: tuple[str, ...] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The class names, read once from the ensemble's config."""
+        if self._names is None:
+            self._names = names_of(self.client.info.parameters)
+        return self._names
+
+    def _encoded(self, image) -> bytes:
+        data = encode(image, self.frame_format, quality=self.jpeg_quality)
+        check_image(data, **self.limits)
+        return data
+
+    def __call__(self, image) -> Detections:
+        return self._infer([self._encoded(image)])[0]
+
+    def batch(self, images: Sequence) -> list[Detections]:
+        """Several images, sent in requests of up to the ensemble's max_batch_size images each (one a request for
+        an ensemble over a model with a fixed batch of 1)."""
+        encoded = [self._encoded(image) for image in images]
+        step = max(1, self.client.info.max_batch_size)
+        found: list[Detections] = []
+        for start in range(0, len(encoded), step):
+            found += self._infer(encoded[start:start + step])
+        return found
+
+    def _infer(self, encoded: list[bytes]) -> list[Detections]:
+        images = np.array([[data] for data in encoded], dtype=np.object_)
+        # A batching ensemble takes [B, 1]; one without batching ([1, 1] as its full shape) takes the same array.
+        batching = self.client.info.max_batch_size > 0
+        result = self.client.infer_batch(images) if batching else self.client.infer_sample(images)
+        return detections_from(result, self.names)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> RemoteDetector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
