@@ -1,7 +1,7 @@
 """The lane model: its training cost per architecture, its accuracy, and serving it on the local tritonserver.
 
     python benchmarks/lane.py [--frames 60] [--repeat 200] [--weights shipped|random|CARD.json] [--images 500]
-                              [--architectures] [--equal-minutes M] [--plot F1.png]
+                              [--architectures] [--equal-minutes M] [--plot F1.png] [--judge 300] [--cards CARD ...]
 
 0. (--architectures) per candidate architecture (orinkit.lanes.architectures): parameters, GMAC per 360x640
    image, training images/s (forward + loss + backward + AdamW, batch 8, this machine's threads); with
@@ -21,6 +21,9 @@
    the local server, which must give exactly the in-process FP32 lanes. Goals: F1 >= 0.95 (FP32, held-out), FP16
    within 0.005 of FP32, the ensemble identical to in-process. It needs trained weights (the shipped ones, or
    --weights CARD.json); with random weights it is skipped.
+5. (--judge N, default 300) every shipped model (or --cards) on N roads of the judge renderer
+   (orinkit.lanes.judge_roads, written without reading the training renderer and never trained on) beside its
+   held-out and stress F1: the figure that says whether a model learned roads or our renderer. Goal >= 0.85.
 """
 
 from __future__ import annotations
@@ -238,6 +241,42 @@ def plot_history(card: Path | None, run: Path | None, out: Path) -> None:
     print(f"wrote {out}")
 
 
+def judge(cards: list[Path], count: int) -> dict:
+    """5. every model side by side on the judge renderer (orinkit.lanes.judge_roads: written by someone who never
+    read the training renderer, never trained on), in-process FP32 with onnxruntime, images stretched to 640x360
+    as the ensemble's step does; held-out and stress F1 from each model's card."""
+    import json
+
+    import onnxruntime
+    from PIL import Image
+
+    from orinkit.lanes.judge_roads import judge_f1
+
+    print(f"5. the judge renderer: {count} roads at 1280x720, 1640x590 and 640x480 (CULane rule, FP32):")
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        for card in cards:
+            info = json.loads(card.read_text())
+            path = export_lane_onnx(build_lane_model(checkpoint=card), Path(work) / f"{card.stem}.onnx")
+            session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+            def detect(image, session=session):
+                height, width = image.shape[:2]
+                small = np.asarray(Image.fromarray(image[:, :, ::-1]).resize((640, 360), Image.BILINEAR))
+                tensor = small[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32) * np.float32(1 / 255)
+                return postprocess(session.run(None, {"image": tensor})[0][0], (height, width)).lanes
+
+            started = time.perf_counter()
+            result = judge_f1(detect, count)
+            sizes = ", ".join(f"{size} {score.f1:.3f}" for size, score in result["by_size"].items())
+            results[card.stem] = result["overall"].f1
+            print(f"   {card.stem:24} held-out {info.get('f1', float('nan')):.4f}  stress "
+                  f"{info.get('stress_f1', float('nan')):.4f}  judge {result['overall'].describe()}  "
+                  f"({sizes}; {time.perf_counter() - started:.0f} s)")
+    print("   goal: judge F1 >= 0.85 with held-out >= 0.95")
+    return results
+
+
 def _model(weights: str):
     if weights == "random":
         return show_random_lanes(build_lane_model(random_weights=True)), False
@@ -262,10 +301,17 @@ def main() -> int:
                         help="with --architectures: train each candidate this long and print its F1")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
     parser.add_argument("--plot-run", type=Path, default=None, help="with --plot: a run folder in progress")
-    parser.add_argument("--only", action="store_true", help="only the sections asked for (0, the plot)")
+    parser.add_argument("--only", action="store_true", help="only the sections asked for (0, the plot, 5)")
+    parser.add_argument("--judge", type=int, default=300, help="section 5: judge roads per model (0: skip)")
+    parser.add_argument("--cards", type=Path, nargs="*", default=None,
+                        help="section 5: the weights cards to compare (default: every card that ships)")
     args = parser.parse_args()
     if args.architectures:
         architectures(args.seconds, args.equal_minutes)
+    if args.judge:
+        from orinkit.lanes.weights import shipped_cards
+
+        judge(args.cards if args.cards else shipped_cards(), args.judge)
     if args.plot is not None:
         from orinkit.lanes.weights import shipped_card
 
