@@ -25,6 +25,8 @@ _EXPORTS = {
     "Detector": "detector",
     "match": "metrics", "detection_f1": "metrics", "map50_95": "metrics",
     "load_labels": "labels",
+    "RemoteDetector": "client",
+    "build_detection_repository": "repository",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -34,6 +34,8 @@ YOLOX_STRIDES = ((8, 16, 32), (8, 16, 32, 64))
 DEFAULT_SIZE = (640, 640)  # where neither the graph nor the metadata says: Ultralytics' and YOLOX's default
 _REFUSED_TASKS = {"segment": "an instance segmentation", "pose": "a pose estimation",
                   "obb": "an oriented-box (OBB) detection", "classify": "a classification"}
+# The metadata key edge-convert --head writes; recognize() honours it as if head= were given.
+HEAD_KEY = "orinkit_head"
 _HEAD_HINT = f"if it is a detector, name its head: --task detect --head KIND (one of {', '.join(HEAD_KINDS)})"
 
 
@@ -300,6 +302,8 @@ def recognize(model, *, head: str | None = None,
         facts = replace(facts, outputs=tuple(o for o in facts.outputs if o not in grids))
     input_name, static_size = _image_input(facts)
     size = static_size or _default_size(facts)
+    # A head named once (edge-convert --head) travels in the model's metadata to every later step.
+    head = head or facts.metadata.get(HEAD_KEY) or None
     if head is not None and head not in HEAD_KINDS:
         raise DetectInputError(f"unknown head kind {head!r}", hint=f"use one of {', '.join(HEAD_KINDS)}")
     kind = head or _auto_kind(facts, size)
@@ -321,6 +325,25 @@ def recognize(model, *, head: str | None = None,
         names = tuple(str(i) for i in range(num_classes))
     return Head(kind=kind, input_name=input_name, input_size=size, outputs=outputs, num_classes=num_classes,
                 names=names, strides=strides)
+
+
+def mark(model, *, head: str | None = None, labels=None) -> Head:
+    """Recognize ``model`` (an ``onnx.ModelProto``, changed in place) with ``head`` and ``labels`` and write them
+    into its metadata (``orinkit_head``, and ``names`` as Ultralytics writes it), so that every later step that
+    reads the file (the gates, the engine's NMS, edge-repo add-detector) sees the same head and class names."""
+    found = recognize(model, head=head, labels=labels)
+    written = {"task": "detect"}
+    if head is not None:
+        written[HEAD_KEY] = found.kind
+    if labels is not None:
+        written["names"] = repr(dict(enumerate(found.names)))
+    kept = [prop for prop in model.metadata_props if prop.key not in written]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    for key, value in written.items():
+        prop = model.metadata_props.add()
+        prop.key, prop.value = key, value
+    return found
 
 
 def is_detector(model) -> bool:

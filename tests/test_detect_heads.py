@@ -191,3 +191,25 @@ def test_picodet_raw_per_stride_maps_are_no_head_orinkit_decodes():
         recognize(picodet)
     assert "[1, 7600, 10]" in one_line(error)
     assert not is_detector(picodet)
+
+
+def test_a_head_and_labels_named_once_travel_in_the_model(graph, tmp_path):
+    """edge-convert --head/--labels write them into the ONNX (orinkit_head, and names as Ultralytics does): every
+    later step that reads the file recognizes the same head with the same class names, unaided."""
+    from orinkit.detect.heads import HEAD_KEY, mark
+
+    model = onnx.load(graph("yolov5_plain"))
+    assert recognize(model).names == ("0", "1", "2")
+    found = mark(model, head="yolov5", labels=["car", "bus", "truck"])
+    assert (found.kind, found.names) == ("yolov5", ("car", "bus", "truck"))
+    onnx.save(model, tmp_path / "marked.onnx")
+    again = recognize(tmp_path / "marked.onnx")
+    assert (again.kind, again.names) == ("yolov5", ("car", "bus", "truck"))
+    meta = {prop.key: prop.value for prop in onnx.load(tmp_path / "marked.onnx").metadata_props}
+    assert meta[HEAD_KEY] == "yolov5" and meta["task"] == "detect"
+    with pytest.raises(LabelsError) as wrong:  # checked before anything is written
+        mark(onnx.load(graph("yolov5_plain")), labels=["car", "bus"])
+    assert "3" in one_line(wrong) and "2" in one_line(wrong)
+    with pytest.raises(UnrecognizedHeadError) as misfit:
+        mark(onnx.load(graph("yolov5_plain")), head="efficient_nms")
+    assert "efficient_nms" in one_line(misfit) and "--head" in one_line(misfit)
