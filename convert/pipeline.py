@@ -11,9 +11,11 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from orinkit.convert import detection
+from orinkit.convert.detection import DetectorSpec
 from orinkit.convert.errors import (
     AccuracyGateError,
     ConvertError,
@@ -30,9 +32,17 @@ from orinkit.convert.fp16.task_metrics import parse_metric
 from orinkit.convert.int8.gate import Int8Report
 from orinkit.convert.onnx_prep import PreparedModel, declared_inputs, prepare
 from orinkit.convert.preflight import check_options
-from orinkit.convert.samples import describe_default, input_dtypes, load_samples, random_samples
-from orinkit.convert.shapes import InputProfile, resolve_profiles
+from orinkit.convert.samples import (
+    data_samples,
+    describe_default,
+    input_dtypes,
+    picture_preprocess,
+    random_samples,
+)
+from orinkit.convert.shapes import InputProfile, metadata_sizes, resolve_profiles
 from orinkit.convert.stages import Stage, Stages, paced
+from orinkit.convert.trt.nms import check_nms_engine, check_nms_options, manifest_record, not_built_note, plan_nms
+from orinkit.convert.trt.nms import recorded as nms_recorded
 from orinkit.core.files import atomic_write_text, building_directory
 from orinkit.core.version import __version__
 from orinkit.formats.engine import describe_engine
@@ -54,6 +64,7 @@ class ConvertOptions:
     fp16: bool = True
     criterion: Criterion = Criterion()
     metric: str | None = None  # topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], lanes, or module:fn
+    detector: DetectorSpec | None = None  # --task detect [--head KIND] [--labels FILE] (orinkit.convert.detection)
     min_agreement: float | None = None  # the metric's pass mark (default 0.99)
     gate_budget: float = 60.0  # seconds for the search of FP32 nodes
     keep_fp32: tuple[str, ...] = ()  # nodes kept in FP32 whatever the gate says
@@ -70,10 +81,16 @@ class ConvertOptions:
     seed: int = 0
     int8: bool = False  # ModelOpt's INT8 (Q/DQ), judged by the INT8 gate on held-out samples
     calib: Path | None = None  # a folder of images or an .npz: the calibration set
-    calib_method: str | None = None  # entropy (default) or max
+    calib_method: str | None = None  # entropy or max (None: the INT8 gate tries them)
     calib_preprocess: str | None = None  # package.module:function turning a picture into the input
     int8_exclude: tuple[str, ...] = ()  # nodes kept out of INT8 whatever the gate says
     calib_sha256: str | None = None  # a replayed build: the calibration set must be the one recorded
+    int8_min_share: float | None = None  # least share of Conv/MatMul/Gemm nodes in INT8 (None: 0.5; 0: any)
+    nms: bool = False  # NMS into the engine of a raw-head detector (orinkit.convert.trt.nms)
+    nms_conf: float | None = None  # --conf, the score threshold (default 0.25)
+    nms_iou: float | None = None  # --iou (default 0.7)
+    nms_max_det: int | None = None  # --max-det, boxes per image (default 300)
+    nms_agnostic: bool = False  # --agnostic: boxes of any class suppress each other
 
     def __post_init__(self) -> None:
         from orinkit.convert.int8.options import check_int8_options
@@ -81,6 +98,7 @@ class ConvertOptions:
         if self.samples < 1:
             raise ConvertError(f"--samples {self.samples} is below 1", hint="use 1 or more")
         check_int8_options(self)
+        check_nms_options(self)
         if not self.fp16 and not self.int8 and (self.keep_fp32 or self.gate_budget != 60.0):
             raise ConvertError("--keep-fp32 and --gate-budget shape the FP16 gate, which --no-fp16 skips",
                                hint="drop them, or convert with FP16")
@@ -98,13 +116,14 @@ class ConvertOptions:
         """What shaped the plan, for the manifest: a stale-engine rebuild replays it (see verify.rebuild_plan)."""
         return {"int8": self.int8, "calib": None if self.calib is None else str(self.calib),
                 "calib_method": self.calib_method, "calib_preprocess": self.calib_preprocess,
-                "int8_exclude": list(self.int8_exclude), "fp16": self.fp16,
+                "int8_exclude": list(self.int8_exclude), "int8_min_share": self.int8_min_share, "fp16": self.fp16,
                 "criterion": self.criterion.as_dict(), "metric": self.metric,
                 "min_agreement": self.min_agreement, "samples": self.samples, "seed": self.seed,
                 "input_ranges": {k: list(v) for k, v in self.input_ranges.items()},
                 "data": None if self.data is None else str(self.data), "simplify": self.simplify,
                 "workspace_requested": self.workspace, "dla_core": self.dla_core,
-                "timing_cache": None if self.timing_cache is None else str(self.timing_cache)}
+                "timing_cache": None if self.timing_cache is None else str(self.timing_cache),
+                "nms": nms_recorded(self)}
 
 
 @dataclass
@@ -122,6 +141,7 @@ class ConvertResult:
     benchmark: dict | None = None
     options: dict = field(default_factory=dict)
     int8: Int8Report | None = None
+    nms: dict | None = None  # --nms: what was asked, and how it went into the engine (or that it will on the device)
 
     def report(self) -> dict:
         return {
@@ -141,6 +161,7 @@ class ConvertResult:
             "notes": self.notes,
             "options": self.options,
             "int8": None if self.int8 is None else self.int8.as_dict(),
+            "nms": self.nms,
         }
 
 
@@ -154,17 +175,25 @@ def tensorrt_available() -> bool:
     return True
 
 
-def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions, progress: Progress):
-    """The gate's samples, and with --int8 the calibration set (the gate's samples are then held out of it)."""
+def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOptions, progress: Progress,
+                   head=None, notes: list[str] | None = None):
+    """The gate's samples, and with --int8 the calibration set (the gate's samples are then held out of it).
+    A detector (``head``) given no samples is judged on real photos prepared as it was trained."""
     dtypes = input_dtypes(model)
     inputs = {name: (dtypes[name], profiles[name].opt) for name in prepared.inputs}
     if options.int8:
         from orinkit.convert.int8.calibration import load_calibration
-        from orinkit.convert.int8.options import load_preprocess
 
-        held_out = None if options.data is None else load_samples(options.data, inputs)
+        held_out = None if options.data is None else data_samples(options.data, inputs, head, progress, notes)
         calibration = load_calibration(options.calib, inputs, held_out=held_out, progress=progress,
-                                       preprocess=load_preprocess(options.calib_preprocess))
+                                       preprocess=picture_preprocess(options.calib_preprocess, head))
+        if head is not None and head.input_name in inputs and options.calib_preprocess is None \
+                and Path(options.calib).is_dir():
+            note = (f"the --calib pictures are {detection.describe_preparation(head, inputs[head.input_name][1])}"
+                    f" (as a {head.kind} model was trained; another scale: --calib-preprocess or an .npz)")
+            progress(f"  {note}")
+            if notes is not None:
+                notes.append(note)
         if options.calib_sha256 is not None and calibration.sha256 != options.calib_sha256:
             raise StaleEngineError(f"the calibration set {options.calib} is not the one the plan was built with "
                                    f"(sha256 {calibration.sha256[:12]}… instead of {options.calib_sha256[:12]}…)",
@@ -173,7 +202,13 @@ def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOpt
             progress(f"  {calibration.note}")
         return calibration.held_out, calibration
     if options.data is not None:
-        return load_samples(options.data, inputs), None
+        return data_samples(options.data, inputs, head, progress, notes), None
+    if head is not None and not options.input_ranges:
+        samples, note = detection.samples(head, inputs, options.samples)
+        progress(f"  {note}")
+        if notes is not None:
+            notes.append(note)
+        return samples, None
     for name, (dtype, shape) in inputs.items():
         note = None if name in options.input_ranges else describe_default(name, dtype, shape)
         if note:  # random integers or booleans rarely mean what the model expects (a sample rate, a length)
@@ -181,26 +216,33 @@ def _sample_inputs(prepared: PreparedModel, profiles, model, options: ConvertOpt
     return random_samples(inputs, options.samples, ranges=options.input_ranges, seed=options.seed), None
 
 
-def _profiles_for(options: ConvertOptions):
+def _profiles_for(options: ConvertOptions, model=None):
+    """name → declared shape ↦ the profiles; ``model`` (the source, whose metadata onnxsim may not keep) gives
+    the sizes it states itself (Ultralytics' imgsz) for dynamic axes no option names."""
     def resolve(inputs):
+        defaults = metadata_sizes(model, inputs) if model is not None else {}
         return resolve_profiles(inputs, shapes=options.shapes, min_shapes=options.min_shapes,
                                 opt_shapes=options.opt_shapes, max_shapes=options.max_shapes,
-                                max_batch=options.max_batch)
+                                max_batch=options.max_batch, defaults=defaults)
 
     return resolve
 
 
-def _announce_shapes(source: Path, options: ConvertOptions, progress: Progress) -> None:
-    """The first line: the shapes the engine will take, defaults included (as trtexec prints its batch)."""
+def _load_source(source: Path):
+    """The source model's graph without its weights, for its inputs and metadata; None when unreadable."""
     import onnx
 
     try:
-        model = onnx.load(str(source), load_external_data=False)
+        return onnx.load(str(source), load_external_data=False)
     except Exception:  # noqa: BLE001 - prepare() reports an unreadable model with its own typed error
+        return None
+
+
+def _announce_shapes(model, options: ConvertOptions, progress: Progress) -> None:
+    """The first line: the shapes the engine will take, defaults included (as trtexec prints its batch)."""
+    if model is None or not model.graph.input:
         return
-    if not model.graph.input:
-        return
-    profiles = _profiles_for(options)(declared_inputs(model))
+    profiles = _profiles_for(options, model)(declared_inputs(model))
     progress("shapes: " + "; ".join(p.describe(n) for n, p in profiles.items()))
 
 
@@ -218,7 +260,8 @@ def convert_onnx(
 
     source, output = Path(source), Path(output)
     if output.exists() and not force:
-        raise ConvertError(f"{output} already exists", hint="pass --force to replace it, or choose another --output")
+        raise ConvertError(f"{output} already exists", hint="replace it with force=True (edge-convert --force), "
+                           "or choose another output folder")
     build = tensorrt_available() if options.engine is None else options.engine
     engine_only = [flag for flag, given in (("--benchmark", options.benchmark), ("--dla-core", options.dla_core is not
                    None), ("--workspace", options.workspace is not None), ("--timing-cache", options.timing_cache
@@ -228,23 +271,30 @@ def convert_onnx(
         raise ConvertError(f"{', '.join(engine_only)} shape{'s' if len(engine_only) == 1 else ''} the TensorRT "
                            f"engine, and {why}", hint="drop them here, and run edge-convert with them on the device")
     gate_options = options.gate_options() if options.fp16 else None
-    _announce_shapes(source, options, progress)
+    source_model = _load_source(source)
+    # Before any work: --nms on a model that is no raw-head detector is refused in one line (an unreadable model is
+    # left to prepare(), which says what is wrong with it).
+    nms = plan_nms(source, options, _profiles_for(options, source_model)(declared_inputs(source_model))) \
+        if options.nms and source_model is not None else None
+    _announce_shapes(source_model, options, progress)
     stages = Stages(progress, len(earlier_stages) + 2 + (2 if options.fp16 else 0) + (1 if build else 0)
                     + int(options.benchmark) + int(options.int8), tuple(earlier_stages))
     notes: list[str] = []
     with building_directory(output) as staging:
         prepared = stages.run("validate and simplify the ONNX model", lambda say: prepare(
             source, staging / FP32_ONNX, simplify_model=options.simplify, progress=say,
-            check=lambda loaded: check_options(loaded, options, _profiles_for(options))))
+            check=lambda loaded: check_options(loaded, options, _profiles_for(options, loaded))))
         if prepared.note:
             notes.append(prepared.note)
             progress(prepared.note)
         model = onnx.load(str(prepared.path))
-        profiles = _profiles_for(options)(prepared.inputs)
+        profiles = _profiles_for(options, source_model)(prepared.inputs)
+        head = detection.recognize(prepared.path)
         samples, calibration = stages.run(
             "make the gate's input samples" + (" and the calibration set" if options.int8 else ""),
             lambda say: _sample_inputs(prepared, profiles, model, options,
-                                       say if options.fp16 or build or options.int8 else lambda message: None))
+                                       say if options.fp16 or build or options.int8 else lambda message: None,
+                                       head=head, notes=notes))
         artifacts = {"fp32_onnx": output / FP32_ONNX}
         gate, keep = None, ()
         if options.fp16:
@@ -262,18 +312,21 @@ def convert_onnx(
             artifacts["fp16_onnx"] = output / FP16_ONNX
         int8 = None
         if options.int8:
+            from orinkit.convert.int8.report import DEFAULT_MIN_SHARE
             from orinkit.convert.int8.stage import INT8_ONNX, INT8_OPSET17_ONNX, run_int8
 
             int8 = stages.run("INT8: calibrate with ModelOpt, judge on held-out samples", lambda say: run_int8(
                 prepared.path, staging, calibration, samples, options.int8_gate_options(),
-                method=options.calib_method or "entropy", high_precision="fp16" if options.fp16 else "fp32",
+                method=options.calib_method, high_precision="fp16" if options.fp16 else "fp32",
+                min_share=DEFAULT_MIN_SHARE if options.int8_min_share is None else options.int8_min_share,
                 fp16=gate.final if gate else None, progress=say))
             artifacts["int8_onnx"] = output / INT8_ONNX
             artifacts["int8_opset17_onnx"] = output / INT8_OPSET17_ONNX
         engine_info = bench = None
         if build:
             engine_info, bench = _build_and_check(stages, staging, prepared, model, profiles, samples, keep,
-                                                  options, progress, maps=gate.maps if gate else (), int8=int8)
+                                                  options, progress, maps=gate.maps if gate else (), int8=int8,
+                                                  gate=gate, nms=nms)
             artifacts["plan"] = output / PLAN
             artifacts["manifest"] = output / (PLAN + ".manifest.json")
         else:
@@ -282,8 +335,13 @@ def convert_onnx(
             notes.append(f"TensorRT is not installed here: the artifacts are {written}; the engine is built on the "
                          "device (run edge-convert there)")
             progress(notes[-1])
+            if nms is not None:
+                notes.append(not_built_note(nms.spec))
+                progress(notes[-1])
+        nms_report = None if nms is None else {**nms.spec.as_dict(), "in_engine": build,
+                                               "method": engine_info["nms"]["method"] if build else None}
         result = ConvertResult(output, artifacts, stages.done, prepared, profiles, gate, keep, build, notes,
-                               engine_info, bench, options.recorded(), int8)
+                               engine_info, bench, options.recorded(), int8, nms_report)
         artifacts["report"] = output / REPORT
         atomic_write_text(staging / REPORT, json.dumps(result.report(), indent=2) + "\n")
         if output.exists():
@@ -308,8 +366,19 @@ def _describe_gate(gate: GateReport, progress: Progress) -> None:
         progress(f"  note: {note}")
 
 
+def _engine_metric(options: ConvertOptions, fp32_path: Path, gate: GateReport | None, int8: Int8Report | None):
+    """The task metric the engine is judged by: the one asked for, else the one the auto criterion chose for the
+    emulation (boxes for a detector), bound to the model."""
+    if options.metric is not None:
+        return parse_metric(options.metric, options.min_agreement).bound(fp32_path)
+    chosen = (int8.search.metric if int8 is not None else None) or (gate.metric if gate is not None else None)
+    # INT8's pass mark for the auto-chosen boxes metric is its own (orinkit.convert.int8.gate.INT8_BOX_AGREEMENT)
+    mark = int8.metric_mark if int8 is not None and int8.search.metric else None
+    return None if chosen is None else parse_metric(chosen, mark).bound(fp32_path)
+
+
 def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, options, progress, maps=(),
-                     int8=None):
+                     int8=None, gate=None, nms=None):
     from orinkit.convert.trt.builder import BuildOptions, build_engine
     from orinkit.convert.trt.runner import TrtRunner
 
@@ -322,7 +391,7 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
                               tuple(e.node for e in int8.excluded))
     build_options = BuildOptions(profiles=profiles, fp16=options.fp16, keep_fp32=tuple(keep),
                                  workspace=options.workspace, timing_cache=options.timing_cache,
-                                 dla_core=options.dla_core, int8=sources)
+                                 dla_core=options.dla_core, int8=sources, nms=nms.spec if nms else None)
     fp16_path = staging / FP16_ONNX if options.fp16 else None
     built = stages.run("build the TensorRT engine", lambda say: build_engine(
         prepared.path, build_options, fp16_onnx_path=fp16_path, progress=say))
@@ -340,13 +409,18 @@ def _build_and_check(stages, staging, prepared, model, profiles, samples, keep, 
                **({} if int8 is None else {"int8_mode": built.int8_mode, "int8": {
                    "calibration_sha256": int8.calibration_sha256, "method": int8.method,
                    "calibration_samples": int8.calibration_samples,
-                   "excluded": [e.node for e in int8.excluded]}}),
+                   "excluded": [e.node for e in int8.excluded], "min_share": int8.min_share,
+                   "int8_share": round(int8.int8_share, 4)}}),
                "dla_core": options.dla_core, "orinkit_version": __version__, "options": options.recorded(),
                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     )
+    if nms is not None:  # the engine answers boxes instead of the head's outputs: those are what is judged
+        write_manifest(plan, replace(manifest, nms=manifest_record(built.nms)))
+        return check_nms_engine(built, model, samples, nms, benchmark=options.benchmark, stages=stages,
+                                progress=progress)
     write_manifest(plan, manifest)
     names = [o.name for o in model.graph.output]
-    metric = parse_metric(options.metric, options.min_agreement)
+    metric = _engine_metric(options, prepared.path, gate, int8)
     with TrtRunner(built.plan) as runner:
         engine_outputs = [[runner.infer(s)[n] for n in names] for s in samples]
         # The engine is judged as the emulation was: by the same dense maps the auto criterion chose there.

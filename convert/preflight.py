@@ -7,10 +7,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from orinkit.convert.errors import ConvertError, MetricError, ShapeSpecError
 from orinkit.convert.onnx_prep import declared_inputs, name_nodes
-from orinkit.convert.samples import input_dtypes, load_samples
+from orinkit.convert.samples import data_samples, input_dtypes, picture_preprocess
 from orinkit.convert.shapes import InputProfile
 from orinkit.core.optional import require
 
@@ -30,6 +31,10 @@ def closest(name: str, names: Iterable[str]) -> str:
 
 def check_options(model, options, profiles_for: Callable[[dict], dict[str, InputProfile]]) -> None:
     """Refuse ``options`` (:class:`~orinkit.convert.pipeline.ConvertOptions`) that do not fit the loaded ``model``."""
+    if options.detector is not None:  # first: the head and names it writes are what the checks below read
+        from orinkit.convert import detection
+
+        detection.mark(model, options.detector)
     inputs = declared_inputs(model)
     profiles = profiles_for(inputs)
     unknown = sorted(set(options.input_ranges) - set(inputs))
@@ -44,15 +49,18 @@ def check_options(model, options, profiles_for: Callable[[dict], dict[str, Input
     if options.keep_fp32 and not options.replay:  # a replay's names come from the simplified model's own report
         _check_nodes(model, options.keep_fp32, simplified=options.simplify)
     if options.data is not None or options.int8:
+        from orinkit.convert import detection
+
         dtypes = input_dtypes(model)
         shaped = {name: (dtypes[name], profiles[name].opt) for name in inputs}
-        held_out = load_samples(options.data, shaped) if options.data is not None else None
+        pictures = options.data is not None and Path(options.data).is_dir()
+        head = detection.recognize(model) if pictures or options.int8 else None
+        held_out = data_samples(options.data, shaped, head) if options.data is not None else None
         if options.int8:  # too few samples, the wrong shape, or shared with --data: refused before onnxsim
             from orinkit.convert.int8.calibration import load_calibration
-            from orinkit.convert.int8.options import load_preprocess
 
             load_calibration(options.calib, shaped, held_out=held_out,
-                             preprocess=load_preprocess(options.calib_preprocess))
+                             preprocess=picture_preprocess(options.calib_preprocess, head))
 
 
 def _check_nodes(model, wanted: Iterable[str], *, simplified: bool) -> None:

@@ -148,3 +148,35 @@ def load_samples(path: str | os.PathLike[str], inputs: Mapping[str, tuple[np.dty
                               hint="give every input the same number of samples")
     # ``array[i, ...]`` stays an ndarray for a 0-d input, where ``array[i]`` would be a numpy scalar.
     return [{name: array[i, ...] for name, array in stacked.items()} for i in range(counts.pop())]
+
+
+def data_samples(path: str | os.PathLike[str], inputs: Mapping[str, tuple[np.dtype, tuple[int, ...]]], head=None,
+                 progress=lambda message: None, notes: list[str] | None = None) -> list[Sample]:
+    """--data: an .npz of prepared inputs, or a folder of pictures: a detector's (``head``) prepared as its family
+    was trained (:mod:`orinkit.convert.detection`), another model's stretched to its input and scaled to 0..1."""
+    if not Path(path).is_dir():
+        return load_samples(path, inputs)
+    if head is not None:
+        from orinkit.convert import detection
+
+        samples, note = detection.samples(head, inputs, None, Path(path))
+        progress(f"  {note}")
+        if notes is not None:
+            notes.append(note)
+        return samples
+    from orinkit.convert.int8.calibration import picture_samples
+
+    return picture_samples(Path(path), inputs, progress=progress)
+
+
+def picture_preprocess(spec: str | None, head=None):
+    """How a --calib picture becomes the input: --calib-preprocess ``spec``, else a detector's own preparation,
+    else None (stretched and scaled to 0..1)."""
+    from orinkit.convert.int8.options import load_preprocess
+
+    given = load_preprocess(spec)
+    if given is not None or head is None:
+        return given
+    from orinkit.convert import detection
+
+    return detection.picture_preprocess(head)

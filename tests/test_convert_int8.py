@@ -4,6 +4,7 @@ onnxruntime >= 1.32 judging real ONNX files, the calibration set's checks, and t
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,8 @@ def test_int8_conversion_writes_judged_qdq_graphs(int8_digits, int8_converted):
     assert rows[0][0] == "topk" and rows[0][1] == "1.0000" and float(rows[0][3]) == pytest.approx(agreement, abs=1e-4)
     saved = json.loads((result.output / "report.json").read_text())["int8"]
     assert saved["calibration_sha256"] == report.calibration_sha256 and saved["method"] == "entropy"
-    assert any("Conv/MatMul/Gemm nodes" in line for line in lines)
+    assert any("1 of 3 compute nodes INT8" in line for line in lines)
+    assert (saved["min_share"], saved["share_met"], [t["method"] for t in saved["methods"]]) == (0, True, ["entropy"])
 
 
 def test_the_switch_reproduces_the_qdq_graph_and_the_float_one(int8_digits, int8_converted, tmp_path):
@@ -79,20 +81,41 @@ def test_the_switch_reproduces_the_qdq_graph_and_the_float_one(int8_digits, int8
     assert np.array_equal(switched(qdq.switch_for(units, units[:1])), _run(tmp_path / "one.onnx", x))
 
 
+STRICT = ["--criterion", "range", "--max-range-error", "0.01"]
+
+
 def test_a_strict_gate_excludes_nodes_and_says_why(int8_digits, tmp_path):
-    """Judged by the range criterion at 1 % (top-1 alone passes): INT8 as calibrated misses it, the search puts
-    nodes back in FP16, each with its reason, and the artifact written with the exclusions meets it."""
+    """Judged by the range criterion at 1 % (top-1 alone passes): INT8 as calibrated misses it with either
+    calibration method, the search puts nodes back in FP16, each with its reason, and the artifact written with
+    the exclusions meets it; too few compute nodes stay INT8 for the default minimum share, which this run lowers
+    to 0 (and says so)."""
     from orinkit.convert.fp16.criteria import Criterion
 
     result = convert_onnx(int8_digits["onnx"], tmp_path / "strict", ConvertOptions(
-        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], criterion=Criterion(kind="range",
-                                                                                  max_range_error=0.01)))
+        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], int8_min_share=0,
+        criterion=Criterion(kind="range", max_range_error=0.01)))
     report = result.int8
     assert report.passed and report.excluded and not report.search.first.passed
+    assert [t.method for t in report.methods] == ["entropy", "max"] and not any(t.passed for t in report.methods)
     assert all("fails the gate" in e.why or "own INT8 error" in e.why for e in report.excluded)
     assert report.int8.metrics[0].range_error <= 0.01
     final = onnx.load(str(result.output / "model.int8.onnx"))
     assert not set(qdq.quantized_nodes(final)) & {e.node for e in report.excluded}
+    assert report.int8_share < 0.5 and any("accepted because --int8-min-share 0" in n for n in report.notes)
+    saved = json.loads((result.output / "report.json").read_text())
+    assert saved["options"]["int8_min_share"] == 0 and saved["int8"]["min_share"] == 0
+
+
+def test_too_few_int8_compute_nodes_is_a_failure_with_exit_7(int8_digits, tmp_path):
+    """The same strict gate at the default minimum share: what the search leaves in INT8 is no INT8 model, and
+    edge-convert says so (exit 7, one line, nothing written) instead of calling it passed."""
+    runner = CliRunner().invoke(main, [str(int8_digits["onnx"]), "--int8", "--calib", str(int8_digits["calib"]),
+                                       "--data", str(int8_digits["data"]), *STRICT, "-o", str(tmp_path / "o.edge")])
+    assert runner.exit_code == 7, runner.output
+    assert re.search(r"INT8 leaves only \d of 3 compute nodes \(Conv/MatMul/Gemm\) in INT8 \(\d+%\), below the "
+                     r"minimum of 50%", runner.output), runner.output
+    assert "--int8-min-share" in runner.output.split("below the minimum")[1] and "Traceback" not in runner.output
+    assert not (tmp_path / "o.edge").exists()
 
 
 def test_images_go_through_the_models_own_preprocessing(int8_digits, tmp_path):
@@ -103,7 +126,8 @@ def test_images_go_through_the_models_own_preprocessing(int8_digits, tmp_path):
     for i, image in enumerate(int8_digits["images"][1200:1260]):
         Image.fromarray(np.rint(image[0] * 255 / 16).astype(np.uint8), "L").save(folder / f"{i:03}.png")
     result = convert_onnx(int8_digits["onnx"], tmp_path / "pics", ConvertOptions(
-        int8=True, calib=folder, calib_preprocess="int8_models:to_digit_range", metric="topk", calib_method="max"))
+        int8=True, calib=folder, calib_preprocess="int8_models:to_digit_range", metric="topk", calib_method="max",
+        int8_min_share=0))
     report = result.int8
     # 60 pictures: 12 held out for the gate (20 %), 48 calibrate.
     assert (report.calibration_samples, report.held_out, report.method) == (48, 12, "max")
@@ -135,6 +159,8 @@ def test_calibration_sets_that_cannot_work_are_refused_before_onnxsim(int8_digit
     ({"calib_method": "max", "int8_exclude": ("Conv_0",)}, "--calib-method, --int8-exclude apply to --int8 only"),
     ({"int8": True}, "--int8 needs calibration data"),
     ({"int8": True, "calib": "c.npz", "calib_method": "percentile"}, "not one ModelOpt offers for INT8"),
+    ({"int8_min_share": 0.5}, "--int8-min-share applies to --int8 only"),
+    ({"int8": True, "calib": "c.npz", "int8_min_share": 1.5}, "1.5 is not a share of the compute nodes"),
 ])
 def test_options_that_do_not_apply_are_refused(options, words):
     with pytest.raises(ConvertError, match=words):
@@ -196,8 +222,8 @@ def test_a_torch_model_converts_to_int8_in_one_call(int8_digits, tmp_path):
     images, labels = int8_digits["images"], int8_digits["labels"]
     model = mnist_ensemble.train(images[:1200], labels[:1200])
     result = convert_torch(model, [torch.from_numpy(images[:1])], tmp_path / "digits.edge", ConvertOptions(
-        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="topk", engine=False),
-        input_names=["pixels"], output_names=["logits"])
+        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="topk", engine=False,
+        int8_min_share=0), input_names=["pixels"], output_names=["logits"])
     assert result.int8.passed and result.int8.calibration_samples == 300 and result.int8.held_out == 297
     int8 = _run(result.output / "model.int8.onnx", images[1500:])
     assert np.mean(int8.argmax(1) == labels[1500:]) >= 0.9

@@ -289,3 +289,13 @@ def test_a_crash_of_onnxruntime_in_the_gate_is_one_line_and_exit_6(tmp_path, tin
     assert "Error: onnxruntime (running the FP16 gate) crashed (SIGSEGV)" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert not (tmp_path / "out.edge").exists() and _nothing_left(tmp_path)
+
+
+def test_an_existing_output_from_python_names_the_argument_not_the_cli_flag(tmp_path):
+    """convert_onnx is called from Python too: the fix names force=True (and the CLI's --force beside it)."""
+    from orinkit.convert.errors import ConvertError
+
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ConvertError, match=r"already exists; replace it with force=True \(edge-convert --force\)"):
+        convert_onnx(tmp_path / "model.onnx", tmp_path / "out")
+

@@ -51,8 +51,8 @@ def test_int8_engine_per_version(int8_digits, tmp_path, monkeypatch, version, mo
     # 0.98: the fake engine runs each version's graph on onnxruntime, which is not bit-exact with the judged one
     # (8.5's is FP32 outside the Q/DQ pairs); this test is about the build, the gate has its own tests.
     result = convert_onnx(int8_digits["onnx"], tmp_path / "out", ConvertOptions(
-        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="topk", min_agreement=0.98),
-        progress=messages.append)
+        int8=True, calib=int8_digits["calib"], data=int8_digits["data"], metric="topk", min_agreement=0.98,
+        int8_min_share=0), progress=messages.append)
     assert result.engine["int8_mode"] == mode
     assert calls(fake, "parse_from_file")[-1][1].endswith(parsed)
     assert flags_set(fake) == flags  # strongly typed: no precision flag (TensorRT refuses them there)
@@ -64,6 +64,7 @@ def test_int8_engine_per_version(int8_digits, tmp_path, monkeypatch, version, mo
     recorded = manifest.build["int8"]
     assert recorded["calibration_sha256"] == result.int8.calibration_sha256 and recorded["method"] == "entropy"
     assert recorded["excluded"] == [e.node for e in result.int8.excluded]
+    assert (recorded["min_share"], recorded["int8_share"]) == (0, round(result.int8.int8_share, 4))
     assert any(m.startswith("  engine topk: agreement") for m in messages), messages
 
 
@@ -143,13 +144,15 @@ def test_a_rebuild_replays_calibration_and_exclusions(int8_digits, tmp_path, mon
     calib = tmp_path / "calib.npz"
     calib.write_bytes(int8_digits["calib"].read_bytes())
     built = convert_onnx(int8_digits["onnx"], tmp_path / "out", ConvertOptions(
-        int8=True, calib=calib, data=int8_digits["data"], metric="topk", min_agreement=0.98, calib_method="max"))
+        int8=True, calib=calib, data=int8_digits["data"], metric="topk", min_agreement=0.98, calib_method="max",
+        int8_min_share=0))
     plan = built.output / "model.plan"
     before = read_manifest(plan)
     replay = replayed_options(before)
     assert (replay.int8, replay.calib, replay.calib_method, replay.replay) == (True, calib, "max", True)
     assert replay.calib_sha256 == before.build["int8"]["calibration_sha256"]
     assert replay.int8_exclude == tuple(before.build["int8"]["excluded"])
+    assert replay.int8_min_share == 0  # a build accepted below the default share is rebuilt as accepted
     install_fakes(monkeypatch, "11.1.0")  # JetPack upgraded
     verdict, rebuilt = ensure_engine(plan, int8_digits["onnx"])
     after = read_manifest(plan)

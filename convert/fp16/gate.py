@@ -85,6 +85,7 @@ class GateReport:
     budget_exhausted: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
     maps: tuple[DenseMap, ...] = ()  # outputs the auto criterion judged by their task, and why
+    metric: str | None = None  # the task metric that judged (given, or chosen by the auto criterion: boxes)
 
     @property
     def fp16_fraction(self) -> float:
@@ -103,7 +104,7 @@ class GateReport:
                 "nodes": self.nodes, "fp16_fraction": round(self.fp16_fraction, 4),
                 "evaluations": self.evaluations, "seconds": round(self.seconds, 2), "samples": self.samples,
                 "budget_exhausted": self.budget_exhausted, "notes": list(self.notes),
-                "maps": [vars(m) for m in self.maps]}
+                "maps": [vars(m) for m in self.maps], "metric": self.metric}
 
 
 def judge(names: Sequence[str], reference, candidate, criterion: Criterion, metric: TaskMetric | None = None,
@@ -145,11 +146,23 @@ class Fp16Gate:
         self.notes: list[str] = []
         self.names: list[str] = []
         self.maps: tuple[DenseMap, ...] = ()
+        self.metric: TaskMetric | None = options.metric  # bound to the model once it is loaded
+        self.head = None  # the detection head the auto criterion found, if any
+
+    @property
+    def source_path(self) -> Path:
+        """The FP32 model the task metric reads (a detector's head): the gate's own model here."""
+        return self.model_path
 
     @property
     def decided_by(self) -> str:
         """What judges FP16, and for what the auto criterion chose unasked, why."""
-        metric, criterion = self.options.metric, self.options.criterion
+        metric, criterion = self.metric, self.options.criterion
+        if metric and self.head is not None:
+            from orinkit.convert.detection import describe
+
+            return (f"task metric {metric.spec} (agreement >= {metric.min_agreement:g}), chosen by the auto "
+                    f"criterion for {describe(self.head)}")
         if metric:
             return f"task metric {metric.spec} (agreement >= {metric.min_agreement:g})"
         if criterion.kind != "auto":
@@ -197,7 +210,7 @@ class Fp16Gate:
     def _judge(self, candidate, indices=None, *, task: bool = True) -> Verdict:
         reference = self.reference if indices is None else [self.reference[i] for i in indices]
         return judge(self.names, reference, candidate, self.options.criterion,
-                     self.options.metric if task else None, self.maps if task else ())
+                     self.metric if task else None, self.maps if task else ())
 
     def evaluate(self, keep: frozenset[str]) -> Verdict:
         keep = frozenset(keep)
@@ -232,8 +245,9 @@ class Fp16Gate:
         info = self._call("load", str(self.model_path), self.samples)
         self.names, self.units = info["outputs"], info["units"]
         forced = self._forced()
+        self._choose_metric()
         self.reference = self._call("reference")
-        if self.options.criterion.kind == "auto" and self.options.metric is None:
+        if self.options.criterion.kind == "auto" and self.metric is None:
             maps, notes = default_maps(info["maps"], self.names, self.reference)
             self.maps = tuple(maps)
             self.notes.extend(notes)
@@ -269,6 +283,20 @@ class Fp16Gate:
         best = self._smallest_prefix(frozenset(keep), order)
         searched = self._prune(frozenset(keep), best)
         return self._report(first, frozenset(keep) | frozenset(searched), forced, overflow, tuple(searched))
+
+    def _choose_metric(self) -> None:
+        """Bind the task metric to the model; unasked, the auto criterion judges a detector by its boxes."""
+        if self.metric is not None:
+            self.metric = self.metric.bound(self.source_path)
+            return
+        if self.options.criterion.kind != "auto":
+            return
+        from orinkit.convert.detection import describe, recognize
+
+        self.head = recognize(self.source_path)
+        if self.head is not None:
+            self.metric = parse_metric("boxes").bound(self.source_path)
+            self.beat.say(f"  the model ends in {describe(self.head)}: judged by --metric boxes")
 
     def _forced(self) -> frozenset[str]:
         forced = self.options.keep_fp32
@@ -356,6 +384,7 @@ class Fp16Gate:
             overflow_nodes=tuple(overflow), searched_nodes=tuple(searched), nodes=len(self.units),
             evaluations=self.evaluations, seconds=time.monotonic() - self.started, samples=len(self.samples),
             budget_exhausted=self.exhausted, notes=tuple(self.notes), maps=self.maps,
+            metric=None if self.metric is None else self.metric.spec,
         )
 
 

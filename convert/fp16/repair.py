@@ -23,6 +23,7 @@ from pathlib import Path
 from orinkit.convert.errors import Fp16GraphError
 from orinkit.convert.fp16.convert import Fp16Graph, build_fp16, prefix_graph
 from orinkit.convert.fp16.graphs import float_producers, float_tensors, onnx_module
+from orinkit.convert.fp16.support import float32_only
 from orinkit.convert.stages import paced
 from orinkit.core.errors import ChildCrashedError
 from orinkit.core.isolation import Worker
@@ -158,8 +159,15 @@ def to_fp16(model, keep_fp32: Iterable[str] = (), *, sample: dict | None = None,
             progress: Callable[[str], None] = lambda message: None):
     """The FP16 graph of ``model`` keeping ``keep_fp32`` nodes in FP32; returns (model, nodes kept in FP32).
 
-    Nodes the validation needs in FP32 are added to the kept ones (each named on ``progress``)."""
+    Nodes ONNX types without float16 (:mod:`orinkit.convert.fp16.support`) and nodes the validation needs in
+    FP32 are added to the kept ones (each named on ``progress``)."""
     keep = set(keep_fp32)
+    known = {name: op for name, op in float32_only(model).items() if name not in keep}
+    if known:
+        kinds = sorted(set(known.values()))
+        progress(f"  {len(known)} node(s) kept in FP32 because ONNX types their op without float16 "
+                 f"({', '.join(kinds)}): {', '.join(list(known)[:6])}{', ...' if len(known) > 6 else ''}")
+        keep.update(known)
     with tempfile.TemporaryDirectory(prefix="orinkit-fp16-check-") as folder, \
             paced(progress, "validating the FP16 graph") as beat:
         check = _Checker(Path(folder), sample)

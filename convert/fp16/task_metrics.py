@@ -8,6 +8,10 @@
   worst sample (:mod:`orinkit.convert.fp16.dense_maps`).
 - ``argmax[:AXIS][@OUTPUT]``: a class map (semantic segmentation): the share of pixels whose top class along AXIS
   (default 1) agrees, worst sample.
+- ``boxes[:CONF]``: object detectors (:mod:`orinkit.detect.gate_metric`). The boxes of FP32 and FP16 are decoded
+  by orinkit.detect's post-processing (NMS, score threshold CONF, default 0.25) and FP16's are matched to FP32's
+  per class at IoU >= 0.5: the agreement is the F1 of the matches (mAP50-95 against FP32 in the detail). Bound
+  to the model when the gate loads it; ``--criterion auto`` chooses it for every model with a detection head.
 - ``lanes``: LaneATT. The proposals of FP32 and FP16 are decoded by the real post-processing (CULane settings)
   and FP16's lanes are scored against FP32's with the CULane rule (lanes 30 px wide at 1640x590, IoU >= 0.5,
   Hungarian matching): the agreement is that F1.
@@ -54,10 +58,21 @@ class MetricResult:
 @dataclass(frozen=True)
 class TaskMetric:
     spec: str
-    function: Callable[[Outputs, Outputs], object]
+    function: Callable[[Outputs, Outputs], object] | None
     min_agreement: float = DEFAULT_MIN_AGREEMENT
+    factory: Callable[[object], Callable[[Outputs, Outputs], object]] | None = None  # the model → function
+
+    def bound(self, model) -> TaskMetric:
+        """The metric for ``model`` (a path to the FP32 ONNX): metrics that read the model (the head a detector's
+        boxes are decoded by) are made here; the others are returned as they are."""
+        if self.factory is None:
+            return self
+        return TaskMetric(self.spec, self.factory(model), self.min_agreement)
 
     def evaluate(self, reference: Outputs, candidate: Outputs) -> MetricResult:
+        if self.function is None:
+            raise MetricError(f"--metric {self.spec} judges with the model, which it was not given",
+                              hint="bind it first: metric.bound(path to the FP32 ONNX)")
         try:
             value = self.function(reference, candidate)
         except MetricError:
@@ -134,12 +149,35 @@ def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMe
     dense = _dense(spec)
     if dense is not None:
         return TaskMetric(spec, dense, threshold)
+    match = re.fullmatch(r"boxes(?::([^@]*))?", spec)
+    if match:
+        return TaskMetric(spec, None, threshold, _boxes(match[1], spec))
     target = ALIASES.get(spec, spec)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", target):
         return TaskMetric(spec, load_function(target), threshold)
     raise MetricError(f"unknown --metric '{spec}'",
-                      hint="use topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], lanes, or "
-                           "package.module:function")
+                      hint="use topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], boxes[:CONF], "
+                           "lanes, or package.module:function")
+
+
+def _boxes(text: str | None, spec: str):
+    """The factory of the ``boxes`` metric: the detector's head is read from the model when the gate binds it."""
+    conf = None
+    if text is not None:
+        try:
+            conf = float(text)
+        except ValueError:
+            conf = math.nan
+        if not 0.0 < conf < 1.0:
+            raise MetricError(f"--metric {spec}: the score threshold '{text}' is not a number in (0, 1)",
+                              hint="e.g. boxes:0.25")
+
+    def factory(model):
+        from orinkit.convert.detection import box_metric
+
+        return box_metric(model, conf)
+
+    return factory
 
 
 def _dense(spec: str):

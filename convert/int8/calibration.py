@@ -99,14 +99,14 @@ def load_calibration(path: Path, inputs: Mapping[str, tuple[np.dtype, tuple[int,
     return CalibrationSet(samples, list(held_out), digest(samples), str(path), note)
 
 
-def _images(folder: Path, inputs, preprocess, progress) -> list[Sample]:
+def _images(folder: Path, inputs, preprocess, progress, flag: str = "--calib") -> list[Sample]:
     if len(inputs) != 1:
-        raise CalibrationDataError(f"--calib {folder} is a folder of images, but the model has {len(inputs)} inputs",
+        raise CalibrationDataError(f"{flag} {folder} is a folder of images, but the model has {len(inputs)} inputs",
                                    hint="give an .npz with one array per input")
     (name, (dtype, shape)), = inputs.items()
     files = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
-        raise CalibrationDataError(f"--calib {folder} holds no images ({', '.join(IMAGE_SUFFIXES[:4])}, ...)",
+        raise CalibrationDataError(f"{flag} {folder} holds no images ({', '.join(IMAGE_SUFFIXES[:4])}, ...)",
                                    hint="put the model's real inputs there as pictures, or give an .npz")
     if preprocess is None and (len(shape) != 4 or shape[1] not in (1, 3)):
         raise CalibrationDataError(
@@ -119,13 +119,13 @@ def _images(folder: Path, inputs, preprocess, progress) -> list[Sample]:
     samples = []
     for index, file in enumerate(files):
         if index % 64 == 0:
-            progress(f"  reading calibration images: {index}/{len(files)}")
+            progress(f"  reading {flag} images: {index}/{len(files)}")
         try:
             with image_module.open(file) as image:
                 image.load()
                 array = preprocess(image, shape) if preprocess else _default(image, shape)
         except (OSError, ValueError) as exc:
-            raise CalibrationDataError(f"--calib image {file} cannot be read ({exc})",
+            raise CalibrationDataError(f"{flag} image {file} cannot be read ({exc})",
                                        hint="remove it or replace it with a valid picture") from exc
         array = np.asarray(array)
         if tuple(array.shape) != tuple(shape):
@@ -133,6 +133,14 @@ def _images(folder: Path, inputs, preprocess, progress) -> list[Sample]:
                                        f"input '{name}' is {list(shape)}", hint="return an array of the input's shape")
         samples.append({name: array.astype(dtype, copy=False)})
     return samples
+
+
+def picture_samples(folder: Path, inputs, *, progress=lambda message: None) -> list[Sample]:
+    """--data DIR for a model that is no detector: each picture stretched to the input and scaled to 0..1."""
+    try:
+        return _images(folder, inputs, None, progress, flag="--data")
+    except CalibrationDataError as exc:
+        raise SampleDataError(exc.message, hint=exc.hint) from None
 
 
 def _default(image, shape: tuple[int, ...]) -> np.ndarray:

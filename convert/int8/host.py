@@ -27,9 +27,24 @@ def load(qdq_path: str, fp32_path: str, samples: Sequence[dict]) -> dict:
     fp32 = onnx.load(fp32_path)
     graph, units = switchable(onnx.load(qdq_path))
     names = [o.name for o in fp32.graph.output]
-    _state.update(reference=session(fp32), qdq=session(graph, optimize=False), units=units, names=names,
+    qdq = session(graph, optimize=False)
+    _state.update(reference=session(fp32), qdq=qdq, sessions={"": qdq}, units=units, names=names,
                   samples=list(samples))
     return {"outputs": names, "units": units, "maps": producers(fp32)}
+
+
+def load_method(key: str, qdq_path: str) -> list[str]:
+    """Another calibration of the same model (its Q/DQ graph at ``qdq_path``) beside the first, for
+    :func:`use_method`; returns its quantized nodes, which must be the first one's for the search to carry over."""
+    graph, units = switchable(onnx_module().load(qdq_path))
+    if units == _state["units"]:
+        _state["sessions"][key] = session(graph, optimize=False)
+    return units
+
+
+def use_method(key: str) -> None:
+    """Evaluate with the calibration loaded under ``key`` from now on ("" is the first one)."""
+    _state["qdq"] = _state["sessions"][key]
 
 
 def _chosen(indices: Sequence[int] | None) -> list[dict]:

@@ -15,6 +15,7 @@ def check_int8_options(options) -> None:
                                      ("--calib-method", options.calib_method is not None),
                                      ("--calib-preprocess", options.calib_preprocess is not None),
                                      ("--int8-exclude", bool(options.int8_exclude)),
+                                     ("--int8-min-share", options.int8_min_share is not None),
                                      ("calib_sha256", options.calib_sha256 is not None)) if given]
     if only and not options.int8:
         raise ConvertError(f"{', '.join(only)} appl{'ies' if len(only) == 1 else 'y'} to --int8 only",
@@ -28,6 +29,11 @@ def check_int8_options(options) -> None:
     if options.calib_method is not None and options.calib_method not in METHODS:
         raise ConvertError(f"--calib-method {options.calib_method} is not one ModelOpt offers for INT8",
                            hint=f"use one of {', '.join(METHODS)} (percentile is not offered for INT8)")
+    share = options.int8_min_share
+    if share is not None and not 0.0 <= share <= 1.0:
+        raise ConvertError(f"--int8-min-share {share:g} is not a share of the compute nodes in [0, 1]",
+                           hint="e.g. 0.5 (the default: half of the Conv/MatMul/Gemm nodes in INT8), or 0 to accept "
+                                "any INT8 result that meets the gate")
     if options.keep_fp32 and not options.fp16:
         raise ConvertError("--keep-fp32 shapes the FP16 gate, which --no-fp16 skips", hint="drop it")
 

@@ -113,15 +113,18 @@ def _drop_unread(graph) -> None:
 
 
 def to_opset17(model):
-    """The FP32-scale Q/DQ graph at opset 17 for TensorRT 8.5 (JetPack 5); FP16 scales have no opset-17 form."""
+    """The FP32-scale Q/DQ graph at opset 17 for TensorRT 8.5 (JetPack 5); FP16 scales have no opset-17 form.
+    Rewritten node by node (:mod:`orinkit.convert.int8.opset17`): onnx.version_converter has no adapter down
+    from opset 18 for Split or the Reduce ops."""
+    from orinkit.convert.errors import OpsetConversionError
+    from orinkit.convert.int8.opset17 import downgrade
+
     onnx = onnx_module()
     for init in model.graph.initializer:
         if init.name.endswith("scale") and init.data_type != onnx.TensorProto.FLOAT:
-            raise ValueError(f"scale {init.name} is not FP32")
-    current = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), TRT85_OPSET)
-    if current <= TRT85_OPSET:
-        return model
-    return onnx.version_converter.convert_version(model, TRT85_OPSET)
+            raise OpsetConversionError(f"the Q/DQ scale {init.name} is not FP32, which opset 17 requires",
+                                       hint="turn the graph FP32 first (orinkit.convert.int8.qdq.to_fp32)")
+    return downgrade(model, TRT85_OPSET)
 
 
 def _constants(graph) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """TensorRT engines for orinkit: build a plan from ONNX on the device and run it.
 
-Works with TensorRT 8.5/8.6 (JetPack 5, 6.0), 10.x (JetPack 6.1/6.2) and 11.x (JetPack 7.2+) through the
-tensor-name API. ``tensorrt`` and ``pycuda`` are imported only when a build or a run starts.
+Works with TensorRT 8.5/8.6 (JetPack 5, 6.0), 10.x (JetPack 6.1/6.2, and 7.2's 10.16) and 11.x (11.4.1 on JetPack
+7.2.2+) through the tensor-name API. ``tensorrt`` and ``pycuda`` are imported only when a build or a run starts.
 """
 
 from orinkit.convert.trt.builder import Attempt, BuildOptions, BuildResult, build_engine

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-from orinkit.convert.errors import ConvertError, DlaError, EngineBuildError, InputModelError
+from orinkit.convert.errors import ConvertError, DlaError, EngineBuildError, InputModelError, NmsError
 from orinkit.convert.shapes import InputProfile, Shape
-from orinkit.convert.trt.generation import generation
+from orinkit.convert.trt.generation import DLA_HINT, dla_unavailable, generation
 from orinkit.convert.trt.int8 import Int8Sources, cache_calibrator, dla_cache, int8_route, network_flags
 from orinkit.convert.trt.log import capturing_logger
 from orinkit.convert.trt.memory import available_memory
+from orinkit.convert.trt.nms import NmsSpec, add_nms
 from orinkit.convert.trt.precision import onnx_node_names, pin_fp32, pin_precision
 from orinkit.core.files import atomic_write_bytes
 from orinkit.core.optional import require
@@ -38,12 +39,17 @@ class BuildOptions:
     timing_cache: Path | None = None
     dla_core: int | None = None
     int8: Int8Sources | None = None  # the INT8 artifacts (orinkit.convert.int8.stage) when building INT8
+    nms: NmsSpec | None = None  # NMS into the engine (orinkit.convert.trt.nms); its outputs replace the head's
 
     def __post_init__(self) -> None:
         if self.min_workspace <= 0 or (self.workspace is not None and self.workspace <= 0):
             raise ConvertError("workspace sizes must be positive", hint="give the workspace in bytes, e.g. 1073741824")
         if self.dla_core is not None and self.dla_core < 0:
             raise DlaError(f"DLA core {self.dla_core} does not exist", hint="DLA cores are numbered from 0")
+        if self.nms is not None and self.int8 is not None and self.dla_core is not None:
+            raise NmsError("NMS cannot go into a DLA INT8 engine: NMS does not run on the DLA, and the DLA INT8 "
+                           "build calibrates from a cache with no ranges for the layers NMS adds",
+                           hint="build INT8 for the GPU, or without NMS")
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class BuildResult:
     unmatched_fp32_nodes: tuple[str, ...] = ()
     profiles: dict[str, tuple[Shape, Shape, Shape]] = field(default_factory=dict)
     source: Path | None = None  # the ONNX file TensorRT parsed
+    nms: dict | None = None  # how NMS went into the engine (method, thresholds, outputs); None without
 
 
 def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path | None = None,
@@ -101,6 +108,9 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
     network = builder.create_network(network_flags(trt, gen, route))
     progress(f"parsing {source.name} with TensorRT {version}" + (f" (INT8: {route.mode})" if route else ""))
     parser = _parse(trt, network, logger, source, version)
+    nms = None
+    if options.nms is not None:
+        nms = add_nms(trt, network, options.nms, logger=logger, progress=progress)
 
     config = builder.create_builder_config()
     fp32_layers: tuple[str, ...] = ()
@@ -138,14 +148,14 @@ def build_engine(onnx_path: Path, options: BuildOptions, *, fp16_onnx_path: Path
     return BuildResult(plan=plan, generation=gen, tensorrt_version=version, workspace=attempts[-1].workspace,
                        attempts=tuple(attempts), fp16_mode=fp16_mode,
                        int8_mode=route.mode if route is not None else "off", fp32_layers=fp32_layers,
-                       unmatched_fp32_nodes=unmatched, profiles=profiles, source=source)
+                       unmatched_fp32_nodes=unmatched, profiles=profiles, source=source, nms=nms)
 
 
 def _check_dla_policy(gen: int, version: str, options: BuildOptions) -> None:
-    if gen >= 11:
-        raise DlaError(f"orinkit does not build for DLA with TensorRT {version}",
-                       hint="leave out --dla-core to build for the GPU (TensorRT 11 runs DLA on Orin only from "
-                            "JetPack 7.2.2, which orinkit's TensorRT 11 path does not support)")
+    # 11.4.1+ builds the FP16 graph strongly typed for the DLA, as it does for the GPU (no precision flags there).
+    reason = dla_unavailable(version)
+    if reason is not None:
+        raise DlaError(f"TensorRT {version} cannot build for the DLA: {reason}", hint=DLA_HINT)
     if not options.fp16:
         raise DlaError("DLA runs FP16 or INT8 layers only, and FP16 is off",
                        hint="turn FP16 on, or leave out --dla-core to build for the GPU")

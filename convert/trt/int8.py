@@ -5,22 +5,21 @@
   them on strongly typed networks).
 * 8.5/8.6 on the GPU: the same exclusions with FP32 scales at opset 17 (its parser's limit), weakly typed, with the
   INT8 flag (explicit quantization) and FP16 for the rest.
-* DLA on JetPack 5/6 (8.5, 10.3): DLA takes INT8 only implicitly, so the Q/DQ-free FP32 ONNX is built with the INT8
+* DLA on JetPack 5/6 (8.5-10.7): DLA takes INT8 only implicitly, so the Q/DQ-free FP32 ONNX is built with the INT8
   and FP16 flags and a calibrator that only hands TensorRT a calibration cache written from the Q/DQ scales (no
   calibration runs on the device); the nodes the gate excluded are pinned to FP16 (PREFER_PRECISION_CONSTRAINTS).
-* DLA on TensorRT 11: none before 11.4.1 (JetPack 7.2.2): refused; from 11.4.1 the strongly typed Q/DQ graph.
+* DLA on 10.8+ (JetPack 7.2's 10.16) and 11.0-11.4.0: none, refused; from 11.4.1 (JetPack 7.2.2+) the strongly
+  typed Q/DQ graph, as on the GPU.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from orinkit.convert.errors import DlaError, EngineBuildError
-
-DLA_EXPLICIT_SINCE = (11, 4, 1)
+from orinkit.convert.trt.generation import DLA_HINT, dla_unavailable
 
 
 @dataclass(frozen=True)
@@ -37,18 +36,13 @@ class Int8Route:
     strongly_typed: bool
 
 
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version)[:3])
-
-
 def int8_route(gen: int, version: str, *, dla: bool, fp32_onnx: Path, sources: Int8Sources) -> Int8Route:
-    if dla and gen >= 11:
-        if _release(version) < DLA_EXPLICIT_SINCE:
-            raise DlaError(f"TensorRT {version} cannot run INT8 on the DLA: TensorRT 11 has no DLA on Orin before "
-                           "11.4.1 (JetPack 7.2.2), and no implicit INT8 at all",
-                           hint="leave out --dla-core to build the INT8 engine for the GPU, or move to JetPack 7.2.2+")
-        return Int8Route("strongly-typed", sources.qdq, True)
     if dla:
+        reason = dla_unavailable(version)
+        if reason is not None:
+            raise DlaError(f"TensorRT {version} cannot run INT8 on the DLA: {reason}", hint=DLA_HINT)
+        if gen >= 11:  # 11.4.1+: DLA builds are strongly typed, and 11 has no implicit INT8 at all
+            return Int8Route("strongly-typed", sources.qdq, True)
         return Int8Route("calibration-cache", fp32_onnx, False)
     if gen >= 10:
         return Int8Route("strongly-typed", sources.qdq, True)

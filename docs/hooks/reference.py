@@ -40,8 +40,8 @@ log = logging.getLogger("mkdocs.hooks.reference")
 ROOT = Path(__file__).resolve().parents[2]
 GENERATED = re.compile(r"^<!--\s*generated:\s*([\w-]+)\s*-->\s*$", re.MULTILINE)
 # The API reference's order: what a user meets first, down to what every package shares.
-API_ORDER = ("client", "convert", "repo", "server", "systemd", "jetson", "lanes", "detect", "video", "ui", "fleet", "tune",
-             "formats", "core")
+API_ORDER = ("client", "convert", "repo", "server", "systemd", "jetson", "lanes", "detect", "video", "ui", "fleet",
+             "tune", "formats", "core")
 
 
 def _load_sibling(name: str):
