@@ -1,12 +1,14 @@
 """The lane model: its training cost per architecture, its accuracy, and serving it on the local tritonserver.
 
     python benchmarks/lane.py [--frames 60] [--repeat 200] [--weights shipped|random|CARD.json] [--images 500]
-                              [--architectures] [--equal-minutes M] [--plot F1.png] [--judge 300] [--cards CARD ...]
+                              [--architectures] [--equal-minutes M [--equal-data synth-v1,wide-v1]] [--plot F1.png]
+                              [--judge 300] [--cards CARD ...]
 
 0. (--architectures) per candidate architecture (orinkit.lanes.architectures): parameters, GMAC per 360x640
    image, training images/s (forward + loss + backward + AdamW, batch 8, this machine's threads); with
-   --equal-minutes M, each candidate also trains M minutes of training time from scratch and its held-out F1
-   on 200 roads is printed beside (the README's trade-off table);
+   --equal-minutes M, each candidate also trains M minutes of training time from scratch on each --equal-data
+   version, and its held-out F1 (200 roads) and judge-renderer F1 (60 roads) are printed beside: the equal-time
+   comparison that says what transfers;
    (--plot F1.png) held-out F1 against training images, from the weights card (and the run's checkpoint while a
    run goes on: --plot-run DIR);
 
@@ -161,21 +163,26 @@ def accuracy(onnx_path: Path, url: str, images: int) -> None:
               f"ensemble images differing from in-process: {differing} (goal 0)")
 
 
-def architectures(seconds: float, equal_minutes: float | None, eval_images: int = 200) -> None:
-    """Section 0: what each candidate costs to train here, and (optionally) what it learns in equal time."""
+def architectures(seconds: float, equal_minutes: float | None, eval_images: int = 200,
+                  data_versions: tuple[str, ...] = ("wide-v1",), judge_images: int = 60) -> None:
+    """Section 0: what each candidate costs to train here, and (optionally) what it learns in equal time, on each
+    data version: held-out F1 (its own renderer) and the judge renderer's F1 (the figure that decides)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from orinkit.lanes.architectures import ARCHITECTURES, make_lane_model
     from orinkit.lanes.loss import laneatt_loss
     from orinkit.lanes.train import TrainOptions, evaluate, train, training_pair
+    from orinkit.lanes.train import judge as judge_model
 
     pairs = [training_pair(index, 0) for index in range(8)]
     images = torch.from_numpy(np.stack([p[0] for p in pairs])).float() / 255
     targets = torch.from_numpy(np.stack([p[1] for p in pairs]))
-    print(f"0. training cost per architecture (batch 8, {torch.get_num_threads()} threads; F1 after "
-          f"{equal_minutes or 0:g} min of training on 200 held-out roads)")
-    print(f"   {'arch':14} {'params':>8} {'GMAC':>6} {'train img/s':>12} {'F1':>6}")
+    print(f"0. training cost per architecture (batch 8, {torch.get_num_threads()} threads; after "
+          f"{equal_minutes or 0:g} min of training from scratch per data version: F1 on {eval_images} held-out "
+          f"roads / on {judge_images} judge roads)")
+    print(f"   {'arch':14} {'params':>8} {'GMAC':>6} {'train img/s':>12} "
+          + " ".join(f"{version + ' held/judge':>22}" for version in data_versions))
     for arch in ARCHITECTURES:
         torch.manual_seed(0)
         model = make_lane_model(arch)
@@ -196,15 +203,15 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
             step()
             count += 1
         rate = count * len(images) / (time.perf_counter() - started)
-        f1 = ""
-        if equal_minutes:
+        f1 = []
+        for version in data_versions if equal_minutes else ():
             with tempfile.TemporaryDirectory() as out:
                 train(TrainOptions(arch=arch, minutes=equal_minutes, steps=10**9, eval_images=0, eval_minutes=0,
-                                   out=Path(out)), progress=lambda m: None)
+                                   data=version, out=Path(out)), progress=lambda m: None)
                 trained = build_lane_model(checkpoint=next(Path(out).glob("*.json")))
-                f1 = f"{evaluate(trained, eval_images).f1:.3f}"
+                f1.append(f"{evaluate(trained, eval_images).f1:.3f} / {judge_model(trained, judge_images).f1:.3f}")
         print(f"   {arch:14} {sum(p.numel() for p in model.parameters()) / 1e6:7.2f}M "
-              f"{counter.get_total_flops() / 2e9:6.2f} {rate:12.2f} {f1:>6}", flush=True)
+              f"{counter.get_total_flops() / 2e9:6.2f} {rate:12.2f} " + " ".join(f"{x:>22}" for x in f1), flush=True)
 
 
 def plot_history(card: Path | None, run: Path | None, out: Path) -> None:
@@ -299,6 +306,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="timed training per architecture")
     parser.add_argument("--equal-minutes", type=float, default=None,
                         help="with --architectures: train each candidate this long and print its F1")
+    parser.add_argument("--equal-data", default="wide-v1",
+                        help="with --equal-minutes: the data versions to train each candidate on, comma-separated "
+                             "(e.g. synth-v1,wide-v1)")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
     parser.add_argument("--plot-run", type=Path, default=None, help="with --plot: a run folder in progress")
     parser.add_argument("--only", action="store_true", help="only the sections asked for (0, the plot, 5)")
@@ -307,7 +317,7 @@ def main() -> int:
                         help="section 5: the weights cards to compare (default: every card that ships)")
     args = parser.parse_args()
     if args.architectures:
-        architectures(args.seconds, args.equal_minutes)
+        architectures(args.seconds, args.equal_minutes, data_versions=tuple(args.equal_data.split(",")))
     if args.judge:
         from orinkit.lanes.weights import shipped_cards
 

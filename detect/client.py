@@ -8,42 +8,27 @@ the server.
 
 from __future__ import annotations
 
-import io
 import json
-import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
-from orinkit.client import Client, InvalidInputError
+from orinkit.client import Client, InvalidInputError, images
+from orinkit.client.images import FRAME_FORMATS, JPEG_QUALITY, MAX_IMAGE_BYTES, MAX_PIXELS, encode_bgr, read_encoded
 from orinkit.detect.detections import Detections
 from orinkit.detect.errors import DetectError
 from orinkit.detect.images import as_bgr8
 
-# The same bounds as the server's image step (orinkit.repo.steps.ImagePreprocess and detect.repository): checked
-# from the header first, so that an image the server would refuse is never uploaded.
-MAX_IMAGE_BYTES = 16 << 20
-MAX_PIXELS = 25_000_000
+# The server step's bounds (orinkit.client.images, and detect.repository's smallest side).
 MIN_SIDE = 8
-# Arrays (video frames) go as JPEG: Pillow's PNG costs ~10x more to encode; "png" sends the exact pixels.
-FRAME_FORMATS = ("jpeg", "png")
-JPEG_QUALITY = 90
 
 
 def encode(image, frame_format: str = "jpeg", *, quality: int = JPEG_QUALITY) -> bytes:
     """Encoded image bytes: bytes and file paths as they are; arrays (BGR uint8 as cv2 and orinkit.video give,
     or grayscale, BGRA, uint16: see orinkit.detect.images.as_bgr8) encoded as ``frame_format``."""
-    if isinstance(image, (bytes, bytearray, memoryview)):
-        return bytes(image)
-    if isinstance(image, (str, os.PathLike)):
-        try:
-            return Path(image).read_bytes()
-        except FileNotFoundError:
-            raise InvalidInputError(f"no image file at {os.fspath(image)}", hint="check the path") from None
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read the image file {os.fspath(image)}: {exc.strerror}",
-                                    hint="check the path and its permissions") from None
+    data = read_encoded(image)
+    if data is not None:
+        return data
     if not isinstance(image, np.ndarray):
         raise InvalidInputError(f"an image must be a BGR uint8 array, encoded bytes or a path, got "
                                 f"{type(image).__name__}", hint="pass cv2/orinkit.video frames, JPEG/PNG bytes or "
@@ -52,46 +37,15 @@ def encode(image, frame_format: str = "jpeg", *, quality: int = JPEG_QUALITY) ->
         array = as_bgr8(image)
     except DetectError as exc:
         raise InvalidInputError(exc.message, hint=exc.hint) from None
-    from PIL import Image
-
-    height, width = array.shape[:2]
-    # Pillow reads BGR rows itself: no reversed copy of the frame.
-    picture = Image.frombuffer("RGB", (width, height), np.ascontiguousarray(array), "raw", "BGR", 0, 1)
-    buffer = io.BytesIO()
-    if frame_format == "jpeg":
-        picture.save(buffer, "JPEG", quality=quality)
-    else:
-        picture.save(buffer, "PNG", compress_level=1)
-    return buffer.getvalue()
+    return encode_bgr(array, frame_format, quality=quality, png_level=1)
 
 
 def check_image(data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_PIXELS,
                 min_side: int = MIN_SIDE) -> None:
     """InvalidInputError, before anything is sent, for bytes that are no image, or too many bytes or pixels, or a
     side under ``min_side`` (read from the header only). The server refuses the same, in the same words."""
-    from PIL import Image, UnidentifiedImageError
-
-    if len(data) > max_bytes:
-        raise InvalidInputError(f"the image is {len(data) / 2**20:.1f} MiB, above the limit of "
-                                f"{max_bytes / 2**20:.0f} MiB", hint="send a JPEG, or raise max_image_bytes")
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
-    except UnidentifiedImageError:
-        raise InvalidInputError(f"the bytes are not an image Pillow can read ({len(data)} bytes, unrecognised "
-                                "format)", hint="send JPEG or PNG bytes, a path to such a file, or a BGR uint8 "
-                                                "array") from None
-    except OSError as exc:
-        raise InvalidInputError(f"the bytes are not an image Pillow can read ({len(data)} bytes: {exc})",
-                                hint="send JPEG or PNG bytes, a path to such a file, or a BGR uint8 array") from None
-    except Image.DecompressionBombError:
-        width, height = max_pixels, 2  # Pillow refused it as a bomb: far over any sane limit
-    if width * height > max_pixels:
-        raise InvalidInputError(f"the image is {width}x{height}, above the limit of {max_pixels / 1e6:g} megapixels",
-                                hint="downscale it on the camera side (a detector sees 640x640 or less)")
-    if min(width, height) < min_side:
-        raise InvalidInputError(f"the image is {width}x{height} pixels, below the smallest side of {min_side}",
-                                hint="send the whole frame, not an empty crop")
+    images.check_image(data, max_bytes=max_bytes, max_pixels=max_pixels, min_side=min_side,
+                       size_hint="downscale it on the camera side (a detector sees 640x640 or less)")
 
 
 def names_of(parameters: Mapping[str, str]) -> tuple[str, ...]:

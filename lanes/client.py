@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import io
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from orinkit.client import Client, InvalidInputError
+from orinkit.client import Client, InvalidInputError, images
+from orinkit.client.images import FRAME_FORMATS, JPEG_QUALITY, MAX_IMAGE_BYTES, MAX_PIXELS, encode_bgr, read_encoded
 from orinkit.lanes.errors import LaneInputError
 
 
@@ -19,12 +17,8 @@ class Lane:
     score: float
 
 
-# Pillow's PNG costs 41 ms a 640x360 frame and 94 ms at 1280x720 here, JPEG at quality 90 3 ms and 10 ms: video
-# frames go as JPEG. Quality 90 keeps lane markings' edges (the model was trained on JPEG 30..95 among others).
-FRAME_FORMATS = ("jpeg", "png")
-JPEG_QUALITY = 90
-
-
+# Video frames go as JPEG (orinkit.client.images: PNG costs ten times more to encode). Quality 90 keeps lane
+# markings' edges (the model was trained on JPEG 30..95 among others).
 def check_frame_format(frame_format: str) -> str:
     """``frame_format`` in lower case, or LaneInputError when it is not one of :data:`FRAME_FORMATS`."""
     value = str(frame_format).lower()
@@ -44,32 +38,15 @@ def check_quality(quality) -> int:
 def encode(image, frame_format: str = "jpeg", *, quality: int = JPEG_QUALITY) -> bytes:
     """Encoded image bytes from bytes or a file path (sent as they are), or from an HxWx3 uint8 array in BGR order
     (as cv2 and orinkit.video give), encoded as ``frame_format``: "jpeg" (at ``quality``) or "png"."""
-    if isinstance(image, (bytes, bytearray)):
-        return bytes(image)
-    if isinstance(image, (str, os.PathLike)):
-        try:
-            return Path(image).read_bytes()
-        except FileNotFoundError:
-            raise InvalidInputError(f"no image file at {os.fspath(image)}", hint="check the path") from None
-        except OSError as exc:
-            raise InvalidInputError(f"cannot read the image file {os.fspath(image)}: {exc.strerror}",
-                                    hint="check the path and its permissions") from None
+    data = read_encoded(image)
+    if data is not None:
+        return data
     frame_format, quality = check_frame_format(frame_format), check_quality(quality)
     array = np.asarray(image)
     if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
         raise InvalidInputError(f"an image array must be HxWx3 uint8 (BGR), got {array.shape} {array.dtype}",
                                 hint="pass encoded bytes, a file path, or a BGR uint8 array")
-    from PIL import Image
-
-    height, width = array.shape[:2]
-    # Pillow reads BGR rows itself: no reversed copy of the frame first.
-    picture = Image.frombuffer("RGB", (width, height), np.ascontiguousarray(array), "raw", "BGR", 0, 1)
-    buffer = io.BytesIO()
-    if frame_format == "jpeg":
-        picture.save(buffer, "JPEG", quality=quality)
-    else:
-        picture.save(buffer, "PNG")
-    return buffer.getvalue()
+    return encode_bgr(array, frame_format, quality=quality)
 
 
 def lanes_from(points: np.ndarray, scores: np.ndarray, count) -> list[Lane]:
@@ -78,30 +55,12 @@ def lanes_from(points: np.ndarray, scores: np.ndarray, count) -> list[Lane]:
     return [Lane(p[~np.isnan(p).any(axis=1)], float(s)) for p, s in zip(points[:count], scores[:count])]
 
 
-# The same bounds as the server's image step (orinkit.repo.steps.ImagePreprocess): checked here first, so that an
-# image the server would refuse is never uploaded.
-MAX_IMAGE_BYTES = 16 << 20
-MAX_PIXELS = 25_000_000
 
 
 def check_image(data: bytes, *, max_bytes: int = MAX_IMAGE_BYTES, max_pixels: int = MAX_PIXELS) -> None:
     """InvalidInputError for bytes that are no image, or too many bytes or pixels (read from the header only)."""
-    from PIL import Image, UnidentifiedImageError
-
-    if len(data) > max_bytes:
-        raise InvalidInputError(f"the image is {len(data) / 2**20:.1f} MiB, above the limit of "
-                                f"{max_bytes / 2**20:.0f} MiB", hint="send a JPEG, or raise max_image_bytes")
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            width, height = image.size
-    except (UnidentifiedImageError, OSError) as exc:
-        raise InvalidInputError(f"the bytes are not an image Pillow can read ({len(data)} bytes: {exc})",
-                                hint="send JPEG or PNG bytes, a path to such a file, or a BGR uint8 array") from None
-    except Image.DecompressionBombError:
-        width, height = max_pixels, 2  # Pillow refused it as a bomb: far over any sane limit
-    if width * height > max_pixels:
-        raise InvalidInputError(f"the image is {width}x{height}, above the limit of {max_pixels / 1e6:g} megapixels",
-                                hint="downscale it on the camera side; a lane model sees 640x360")
+    images.check_image(data, max_bytes=max_bytes, max_pixels=max_pixels,
+                       size_hint="downscale it on the camera side; a lane model sees 640x360")
 
 
 class LaneDetector:

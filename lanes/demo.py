@@ -132,8 +132,11 @@ def _model(args):
     if not args.random_weights and has_shipped_weights(args.arch):
         model = build_lane_model(args.arch)
         card = model.card
+        judged = (f", F1 {card['judge_f1']:.3f} on {card['judge_images']} roads of the judge renderer it never saw "
+                  "(expect less on a real camera: docs/guides/lanes.md)" if card.get("judge_f1") is not None else "")
         return model, (f"the shipped weights: {card['arch']} trained on synthetic roads, held-out F1 "
-                       f"{card['f1']:.3f} ({card['images']} images, {card['minutes']:.0f} min on {card['device']})")
+                       f"{card['f1']:.3f}{judged} ({card['images']} images, {card['minutes']:.0f} min on "
+                       f"{card['device']})")
     model = show_random_lanes(build_lane_model(args.arch, random_weights=True))
     why = "asked for" if args.random_weights else "no trained weights ship with this orinkit yet"
     return model, (f"RANDOM weights ({why}): the lanes below show that the pipeline works, not what a trained "

@@ -102,6 +102,33 @@ def evaluate(model, count: int, *, device: str = "cpu", batch: int = 8, seed: in
     return total
 
 
+def judge(model, count: int, *, device: str = "cpu"):
+    """CULane counts of ``model`` on ``count`` roads of the judge renderer (orinkit.lanes.judge_roads, at its three
+    camera sizes), each stretched to 640x360 as the ensemble's image step does. Only read: nothing here trains
+    or chooses anything by it."""
+    import torch
+    from PIL import Image
+
+    from orinkit.lanes.judge_roads import judge_f1
+    from orinkit.lanes.postprocess import postprocess
+
+    was_training = model.training
+    model.eval()
+
+    def detect(image: np.ndarray):
+        height, width = image.shape[:2]
+        small = np.asarray(Image.fromarray(image[:, :, ::-1]).resize((IMG_W, IMG_H), Image.BILINEAR))
+        tensor = small[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32) * np.float32(1 / 255)
+        with torch.no_grad():
+            output = model(torch.from_numpy(tensor).to(device)).float().cpu().numpy()[0]
+        return postprocess(output, (height, width)).lanes
+
+    try:
+        return judge_f1(detect, count)["overall"]
+    finally:
+        model.train(was_training)
+
+
 def train(options: TrainOptions, progress=print, *, resume: bool = False):
     """Train, evaluate and save; returns the path of the weights card. Raises :class:`Paused` when the run stops
     with a checkpoint before its end."""
@@ -226,8 +253,11 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         scores["held_out"] = evaluate(model, options.eval_images, device=options.device)
         scores["stress"] = evaluate(model, options.eval_images, device=options.device, seed=STRESS_SEED,
                                     options=STRESS_STYLE)
-        for name, score in scores.items():
-            progress(f"{name.replace('_', '-')}: {score.describe()}")
+    if options.eval_images and options.judge_images:  # --eval-images 0 skips every end score
+        progress(f"scoring {options.judge_images} roads of the judge renderer (read only, never trained on)")
+        scores["judge"] = judge(model, options.judge_images, device=options.device)
+    for name, score in scores.items():
+        progress(f"{name.replace('_', '-')}: {score.describe()}")
     kind, arguments = ARCHITECTURES[options.arch]
     info = {
         "model": kind, "arch": options.arch, "config": arguments, "anchors": int(model.anchors.shape[0]),
@@ -235,10 +265,12 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         "minutes": round(minutes, 2), "sessions": run["sessions"], "lr": options.lr, "data_seed": options.seed,
         "augment": options.augment, "held_out_seed": HELD_OUT_SEED, "stress_seed": STRESS_SEED,
         "held_out_images": options.eval_images,
-        "f1": round(scores["held_out"].f1, 4) if scores else None,
-        "precision": round(scores["held_out"].precision, 4) if scores else None,
-        "recall": round(scores["held_out"].recall, 4) if scores else None,
-        "stress_f1": round(scores["stress"].f1, 4) if scores else None,
+        "f1": round(scores["held_out"].f1, 4) if "held_out" in scores else None,
+        "precision": round(scores["held_out"].precision, 4) if "held_out" in scores else None,
+        "recall": round(scores["held_out"].recall, 4) if "held_out" in scores else None,
+        "stress_f1": round(scores["stress"].f1, 4) if "stress" in scores else None,
+        "judge_f1": round(scores["judge"].f1, 4) if "judge" in scores else None,
+        "judge_images": options.judge_images if "judge" in scores else 0,
         "history": run["history"],
         "init": None if options.init is None else str(options.init),
         "frames": None if options.frames is None else {"folder": str(options.frames), "count": len(frames),
@@ -278,6 +310,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in FP32 on CUDA")
     parser.add_argument("--eval-images", type=int, help=f"held-out and stress roads at the end "
                         f"(default {defaults.eval_images} each)")
+    parser.add_argument("--judge-images", type=int, help=f"judge-renderer roads scored at the end, read only "
+                        f"(default {defaults.judge_images}; 0: none)")
     parser.add_argument("--eval-minutes", type=float, help=f"held-out F1 this often (default "
                         f"{defaults.eval_minutes:g}; 0: never)")
     parser.add_argument("--log-seconds", type=float, help=f"default {defaults.log_seconds:g}")

@@ -17,7 +17,7 @@ STRESS_SEED = 2_000_000_011
 SYNTH_LANES = 4  # training targets per drawn road; a dataset with more lanes per image raises it for its run
 # Options a resumed run may change: where and how fast it runs, never what it computes.
 RESUMABLE_CHANGES = ("device", "workers", "log_seconds", "checkpoint_minutes", "eval_minutes", "pause_minutes",
-                     "pause_at_step", "out", "command")
+                     "pause_at_step", "out", "command", "judge_images")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ class TrainOptions:
     eval_minutes: float = 10.0  # held-out F1 on eval_quick roads this often (0: never during training)
     eval_quick: int = 100
     eval_images: int = 500
+    # Roads of the judge renderer (orinkit.lanes.judge_roads) scored at the end: read, never trained or tuned on.
+    judge_images: int = 150
     pause_minutes: float | None = None  # stop with a checkpoint after this much wall time in this process
     pause_at_step: int | None = None  # the same at a step (tests)
     init: Path | None = None
@@ -64,8 +66,8 @@ class TrainOptions:
         for name in ("steps", "batch"):
             if getattr(self, name) < 1:
                 raise LaneError(f"--{name} must be 1 or more", hint="e.g. --batch 8")
-        if self.workers < 0 or self.eval_images < 0 or self.eval_quick < 0:
-            raise LaneError("--workers and --eval-images must be 0 or more", hint="e.g. --workers 1")
+        if self.workers < 0 or self.eval_images < 0 or self.eval_quick < 0 or self.judge_images < 0:
+            raise LaneError("--workers, --eval-images and --judge-images must be 0 or more", hint="e.g. --workers 1")
         from orinkit.lanes.augment import DATA_VERSIONS
 
         if self.data not in DATA_VERSIONS:

@@ -130,10 +130,13 @@ def test_train_runs_end_to_end_on_the_cpu(tmp_path):
     from orinkit.lanes.train import TrainOptions, train
 
     messages = []
-    card = train(TrainOptions(device="cpu", steps=2, batch=2, workers=0, eval_images=2, warmup_steps=1,
-                              log_seconds=0, out=tmp_path, name="tiny", command="test"), progress=messages.append)
+    card = train(TrainOptions(device="cpu", steps=2, batch=2, workers=0, eval_images=2, judge_images=3,
+                              warmup_steps=1, log_seconds=0, out=tmp_path, name="tiny", command="test"),
+                 progress=messages.append)
     info = json.loads(card.read_text())
     assert info["steps"] == 2 and info["images"] == 4 and info["held_out_images"] == 2
+    # The judge renderer's figure sits beside held-out and stress in every card (read, never trained on).
+    assert info["judge_images"] == 3 and 0.0 <= info["judge_f1"] <= 1.0 and any(m.startswith("judge:") for m in messages)
     assert 0.0 <= info["f1"] <= 1.0 and info["command"] == "test" and info["shards"]
     assert any(m.startswith("step 1/2: loss") for m in messages) and any("held-out" in m for m in messages)
     assert not build_lane_model(checkpoint=card).weights_are_random
@@ -145,6 +148,7 @@ def test_bad_training_options_are_refused():
     with pytest.raises(LaneError, match="--device must be cuda or cpu"):
         TrainOptions(device="tpu")
     assert main(["--device", "cpu", "--batch", "0"]) == 4
+    assert main(["--device", "cpu", "--judge-images", "-1"]) == 4
 
 
 def test_own_frames_in_culane_format_feed_the_training(tmp_path):
