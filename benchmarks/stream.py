@@ -10,6 +10,11 @@ real tritonserver, with real RTSP cameras (gst-rtsp-server on 127.0.0.1, the wal
     concurrency
 (d) lane F1 over the synthetic road video, per frame against its truth
 (e) reconnect: a frozen camera noticed within the read timeout + 0.5 s; the first answer after it returns
+(f) a detector (the shipped drawn-scenes YOLOv8 as orinkit's detection ensemble, tracking on): a drawn clip at full
+    speed against the ensemble alone on the same JPEG frames (goal >= 0.95x); a live camera's capture→answer p95
+    against the ensemble's own p95 + one frame + 20 ms, flat; the tracker's cost per frame at 50 objects (goal
+    <= 1 ms; benchmarks/track.py's synthetic video) and the adapter's whole answer (records, ids) and drawing at
+    50 boxes
 
 --plot PATH draws (b) as a PNG (needs matplotlib): each answer's latency against the time it came, for the
 pipeline (capture→answer and camera clock→answer) and for the naive loop beside it.
@@ -265,25 +270,28 @@ def reconnect(url: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="abcde")
+    parser.add_argument("--sections", default="abcdef")
     parser.add_argument("--live-seconds", type=float, default=60.0)
     parser.add_argument("--many-seconds", type=float, default=30.0)
     parser.add_argument("--weights", default="shipped",
                         help="lane weights: shipped (else the runs/lite training checkpoint) or a checkpoint.pt")
     parser.add_argument("--road-frames", type=int, default=300)
     parser.add_argument("--plot", type=Path, default=None, help="draw (b)'s latencies over time as a PNG here")
+    parser.add_argument("--detect-frames", type=int, default=150, help="(f) frames of the drawn clip")
     args = parser.parse_args()
     if args.plot and "b" not in args.sections:
         parser.error("--plot draws section b: add b to --sections")
     missing = camera_missing()
-    if missing and set(args.sections) & set("bce"):
-        print(f"sections b, c and e need the RTSP test camera: {missing}")
+    if missing and set(args.sections) & set("bcef"):
+        print(f"sections b, c, e and f need the RTSP test camera: {missing}")
         return 1
     with tempfile.TemporaryDirectory() as work:
         work = Path(work)
         repository = build_video_repository(work / "models")
         if "a" in args.sections or "d" in args.sections:
             lane_sections(work, args.sections, args.weights, args.road_frames)
+        if "f" in args.sections:
+            detector_section(work, args.detect_frames, min(args.live_seconds, 30.0))
         server = start_on_free_ports(repository, work / "server.log")
         try:
             url = server.command.grpc_url
@@ -373,7 +381,7 @@ def lane_sections(work: Path, sections: str, weights: str, frames: int) -> None:
     from orinkit.lanes.export import export_lane_onnx
     from orinkit.lanes.repository import build_lane_repository
     from orinkit.lanes.road_video import road_truth, write_road_video
-    from orinkit.video.lane_adapter import LaneAdapter, lane_f1
+    from orinkit.lanes.video import LaneAdapter, lane_f1
 
     model, described = lane_model(weights)
     onnx_path = export_lane_onnx(model, work / "lane.onnx", dynamic_batch=True)
@@ -420,6 +428,107 @@ def lane_sections(work: Path, sections: str, weights: str, frames: int) -> None:
             print(f"  {score.describe()}")
     finally:
         server.stop()
+
+
+def detector_section(work: Path, frames: int, seconds: float) -> None:
+    """(f): the detection ensemble on a drawn clip and a live camera; the tracker's and the adapter's own costs."""
+    from orinkit.detect.repository import build_detection_repository
+    from orinkit.detect.scenes import moving_scene
+    from orinkit.video.adapters import jpeg
+    from orinkit.video.mp4 import Mp4Sink
+
+    weights = Path(__file__).resolve().parent.parent / "detect" / "weights" / "scenes_yolo.onnx"
+    repository = work / "detect-models"
+    build_detection_repository(repository, weights, name="scenes", runtime="python-onnxruntime")
+    video = work / "scenes.mp4"
+    scene = moving_scene(9, frames=frames)
+    sink = Mp4Sink(video, fps=30, crf=17)
+    from orinkit.video.frames import Frame, Result
+
+    for index, image in enumerate(scene.frames):
+        sink.write(Result("drawn", Frame(index, image, 0.0), None, {}, 0.0, 0.0))
+    sink.close()
+    server = start_on_free_ports(repository, work / "detect-server.log")
+    try:
+        url = server.command.grpc_url
+        with Client(url, "scenes") as client:
+            adapter = adapter_for(client.info)
+            Pipeline([str(video)], client, adapter, frames=10).run()  # warm the server's steps
+            pipeline = Pipeline([str(video)], client, adapter)
+            shared = full_speed(pipeline, client, video, frames)
+            separate = separated(server.pid, lambda: full_speed(Pipeline([str(video)], client, adapter), client,
+                                                                video, frames))
+        print(f"\n(f) a detector: the drawn-scenes YOLOv8 (320x320, onnxruntime on this CPU) as the detection "
+              f"ensemble, tracking on; a {frames}-frame 640x480 drawn clip, {pipeline.in_flight} in flight")
+        for label, (pipeline_fps, alone_fps, client_ms) in (
+                ("both on the 2 shared cores", shared),
+                ("the streaming process on core 0, the server on core 1", separate)):
+            verdict = "met" if pipeline_fps >= 0.95 * alone_fps else "NOT met"
+            print(f"  {label}: edge-stream pipeline (decode, JPEG, ensemble, tracker, in order) {pipeline_fps:.1f} "
+                  f"FPS; the ensemble alone on the same JPEG frames {alone_fps:.1f} FPS; ratio "
+                  f"{pipeline_fps / alone_fps:.2f} (goal ≥ 0.95: {verdict}); the streaming process's own CPU "
+                  f"{client_ms:.1f} ms a frame")
+        image = np.zeros((360, 640, 3), np.uint8)
+        encoded = np.array([jpeg(image)], dtype=np.object_)
+        with Client(url, "scenes") as client:
+            client(encoded)
+            own = []
+            for _ in range(40):
+                start = time.perf_counter()
+                client(encoded)
+                own.append(time.perf_counter() - start)
+            with RtspCamera() as camera:
+                collect = Collect()
+                live = Pipeline([camera.url], client, adapter_for(client.info), sinks=[collect])
+                run_for(live, seconds)
+        rows = collect.rows
+        start = rows[0][3]
+        latency = [a - c for _, _, c, a, _ in rows]
+        early = [a - c for _, _, c, a, _ in rows if a - start < seconds / 3]
+        late = [a - c for _, _, c, a, _ in rows if a - start >= 2 * seconds / 3]
+        goal = p(own, 95) + FRAME_S * 1000 + 20
+        flat = p(early, 95) <= goal and p(late, 95) <= goal
+        print(f"  a live 30 fps camera (640x360) for {seconds:.0f} s: the ensemble alone p95 {p(own, 95):.0f} ms; "
+              f"capture→answer p50 {p(latency, 50):.0f} ms, p95 {p(latency, 95):.0f} ms (goal ≤ {goal:.0f} ms: "
+              f"{'met' if p(latency, 95) <= goal else 'NOT met'}); first third p95 {p(early, 95):.0f} ms, last "
+              f"third {p(late, 95):.0f} ms (flat: {'met' if flat else 'NOT met'})")
+    finally:
+        server.stop()
+    tracker_costs(adapter)
+
+
+def tracker_costs(adapter) -> None:
+    """The tracker at 50 objects (benchmarks/track.py's synthetic 1280x720 video), and the adapter's own answer
+    (ensemble outputs to tracked Detections and the JSON record) and drawing at 50 boxes."""
+    from track import detector_like, orinkit_tracker, synthetic, timed
+
+    from orinkit.detect.video import DetectionAdapter
+    from orinkit.video.frames import Frame
+
+    detections = detector_like(synthetic(300, 50), seed=1)
+    figures = timed(orinkit_tracker(), detections)  # wall median, p95 (and, where it measures it, CPU time's)
+    median, p95 = figures[0], figures[1]
+    cpu = f"; its thread's CPU time median {figures[2]:.3f} ms, p95 {figures[3]:.3f} ms" if len(figures) >= 4 else ""
+    print(f"  the tracker at 50 objects (300 frames): median {median:.3f} ms, p95 {p95:.3f} ms a frame{cpu} "
+          f"(goal ≤ 1 ms: {'met' if min(p95, *figures[3:4]) <= 1.0 else 'NOT met'})")
+    fresh: DetectionAdapter = adapter.for_source("bench")
+    image = np.zeros((720, 1280, 3), np.uint8)
+    answers, drawing = [], []
+    for index, found in enumerate(detections):
+        outputs = {"boxes": np.zeros((300, 4), np.float32), "scores": np.zeros(300, np.float32),
+                   "classes": np.full(300, -1, np.int32), "count": np.array([len(found)], np.int32)}
+        outputs["boxes"][:len(found)], outputs["scores"][:len(found)] = found.xyxy, found.score
+        outputs["classes"][:len(found)] = found.class_id
+        frame = Frame(index, image, 1000.0 + index / 30, pts=index / 30)
+        started = time.perf_counter()
+        answer, _ = fresh.answer(outputs, frame)
+        answers.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        fresh.draw(image, answer)
+        drawing.append(time.perf_counter() - started)
+    print(f"  the adapter's answer at 50 boxes (outputs → tracked Detections → JSON record): median "
+          f"{p(answers[10:], 50):.2f} ms, p95 {p(answers[10:], 95):.2f} ms; drawing 50 boxes with labels on "
+          f"1280x720: median {p(drawing[10:], 50):.2f} ms, p95 {p(drawing[10:], 95):.2f} ms")
 
 
 if __name__ == "__main__":

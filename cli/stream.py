@@ -30,6 +30,25 @@ def summary_lines(stats: dict) -> list[str]:
     return lines
 
 
+def answer_lines(answers: dict[str, dict]) -> list[str]:
+    """Each source adapter's summary, one line per source (the source named when there are several):
+    ``tracks: disc 3, box 1``."""
+    lines = []
+    for name, summary in answers.items():
+        parts = [f"{key}: {_figures(value)}" for key, value in summary.items()]
+        prefix = f"  {name}: " if len(answers) > 1 else ""
+        lines.append(prefix + "; ".join(parts))
+    return lines
+
+
+def _figures(value) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_figures(item)}" for key, item in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_figures(item) for item in value) or "none"
+    return str(value)
+
+
 def _ms(value) -> str:
     return "-" if value is None else f"{value:.0f} ms"
 
@@ -85,20 +104,27 @@ class _Progress:
 @click.option("--view", default=None, metavar="[HOST:]PORT",
               help="Serve the device page with a live view of the annotated frames on this address (off loopback "
                    "with a token, printed once).")
+@click.option("--track/--no-track", default=None,
+              help="Persistent ids for a detector's boxes, per source, and per-class counts of distinct tracks in the "
+                   "summary [default: on for detectors; other models refuse either flag].")
 @click.option("--quiet", is_flag=True, help="No progress lines (events and the summary still print).")
 def main(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,
-         decoder, view, quiet) -> None:
+         decoder, view, track, quiet) -> None:
     """Stream SOURCE (a video file, an image folder, file://, rtsp://, v4l2:///dev/videoN, csi://N or
     gst://PIPELINE; several for several cameras) into MODEL on a Triton server. Live sources keep only the newest
     frame and are reopened when they drop; files send every frame in order. Ctrl-C ends it with the files
-    complete and prints the summary."""
+    complete and prints the summary.
+
+    Exit codes: 0 done, 3 a missing extra (PyAV, GStreamer), 4 bad input (a source, an output path, or an option
+    the model does not take, such as --track for a model that is no detector), 6 the server or every source lost,
+    130 interrupted."""
     echo = lambda message: click.echo(message, err=True)  # noqa: E731 - stdout may carry the JSON lines
     try:
         summary = _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout,
-                          max_reconnects, decoder, view, quiet, echo)
+                          max_reconnects, decoder, view, quiet, echo, track=track)
     except OrinkitError as exc:
         raise CommandError(exc) from exc
-    for line in summary_lines(summary.stats):
+    for line in summary_lines(summary.stats) + answer_lines(summary.answers):
         echo(line)
     for line in summary.errors:
         echo(f"error: {line}")
@@ -117,7 +143,7 @@ def every_source_failed(errors: dict) -> VideoError:
 
 
 def _stream(sources, model, url, save, results, frames, in_flight, realtime, policy, read_timeout, max_reconnects,
-            decoder, view, quiet, echo):
+            decoder, view, quiet, echo, *, track=None):
     from orinkit.video.pipeline import Pipeline
     from orinkit.video.sinks import check_output
     from orinkit.video.uri import parse_source
@@ -134,7 +160,10 @@ def _stream(sources, model, url, save, results, frames, in_flight, realtime, pol
     if results and results != "-":
         check_output(results, "JSON lines", ".jsonl", required=False)
     address = _view_address(view) if view else None
-    with _connected(url, model, echo) as (client, adapter):
+    # Only a flag the user gave is passed on: a detector tracks by default, and a model that does not track
+    # refuses --track and --no-track alike rather than ignoring them.
+    options = {} if track is None else {"track": track}
+    with _connected(url, model, echo, options) as (client, adapter):
         pipeline = Pipeline(specs, client, adapter, in_flight=in_flight, frames=frames, policy=policy,
                             realtime=realtime, read_timeout_s=read_timeout, max_reconnects=max_reconnects,
                             decoder=decoder, on_event=lambda event: echo(event.text()),
@@ -148,8 +177,9 @@ def _stream(sources, model, url, save, results, frames, in_flight, realtime, pol
 
 
 @contextlib.contextmanager
-def _connected(url: str, model: str, echo):
-    """The client and the model's adapter; a line on stderr when the server keeps us waiting."""
+def _connected(url: str, model: str, echo, options: dict | None = None):
+    """The client and the model's adapter (``options`` for it, e.g. ``track``); a line on stderr when the server
+    keeps us waiting."""
     from orinkit.client import Client
     from orinkit.video.adapters import adapter_for
 
@@ -162,7 +192,7 @@ def _connected(url: str, model: str, echo):
             info = client.info
         finally:
             waiting.cancel()
-        yield client, adapter_for(info)
+        yield client, adapter_for(info, **(options or {}))
 
 
 def _add_sinks(pipeline, adapter, save, results, address, url, quiet, echo) -> list:

@@ -27,6 +27,7 @@ _EXPORTS = {
     "load_labels": "labels",
     "RemoteDetector": "client",
     "build_detection_repository": "repository",
+    "Tracker": "track", "TrackerOptions": "track", "id_switches": "track_metrics",
 }
 __all__ = sorted(_EXPORTS)
 

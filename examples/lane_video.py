@@ -22,9 +22,9 @@ from orinkit.lanes.export import export_lane_onnx
 from orinkit.lanes.model import build_lane_model, show_random_lanes
 from orinkit.lanes.repository import build_lane_repository
 from orinkit.lanes.road_video import road_truth, write_road_video
+from orinkit.lanes.video import LaneAdapter, lane_f1
 from orinkit.lanes.weights import has_shipped_weights
 from orinkit.server.local import start_on_free_ports
-from orinkit.video.lane_adapter import LaneAdapter, lane_f1
 from orinkit.video.mp4 import Mp4Sink
 from orinkit.video.pipeline import Pipeline
 from orinkit.video.sinks import JsonLinesSink

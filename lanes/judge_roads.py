@@ -50,7 +50,7 @@ class JudgeRoad:
 
 class JudgeTruth(list):
     """The true lanes of every frame of a judge video (``truth[i]``: frame ``i``'s lanes), with the frames'
-    ``size`` (width, height) and ``fps``: what :func:`orinkit.video.lane_adapter.lane_f1` scores against."""
+    ``size`` (width, height) and ``fps``: what :func:`orinkit.lanes.video.lane_f1` scores against."""
 
     def __init__(self, lanes: Sequence, size: tuple[int, int], fps: float) -> None:
         super().__init__(lanes)

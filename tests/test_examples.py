@@ -113,6 +113,21 @@ def test_lane_video_answers_every_frame_draws_them_and_scores_them(tmp_path, cap
         assert "random weights" in out
 
 
+def test_detect_video_streams_a_real_clip_draws_its_boxes_and_counts_its_tracks(tmp_path, capsys):
+    import av
+
+    facts, out = run_example("detect_video", tmp_path / "detect-video", capsys)
+    assert facts["answered"] == facts["read"] == facts["lines"] > 0
+    with av.open(facts["video"]) as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+        assert sum(1 for _ in container.decode(video=0)) == facts["lines"]
+    if facts["drawn"]:  # no PyPI: the drawn clip, whose objects are known
+        assert facts["tracks"] == facts["truth"], out
+    else:  # carphone: one person, a face found on every frame and tracked as one
+        assert facts["frames_with_boxes"] == facts["lines"] == 120 and sum(facts["tracks"].values()) == 1, out
+    assert "distinct tracks per class" in out
+
+
 def _demo(tmp_path, *args) -> subprocess.Popen:
     """examples/demo.py as from a terminal (Python's own SIGINT handler in place: a suite started in the background
     inherits SIGINT ignored), with its temporary folder under tmp_path."""

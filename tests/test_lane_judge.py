@@ -130,7 +130,7 @@ def test_judge_video_is_a_readable_mp4_of_a_smooth_drive(tmp_path):
             assert abs(a[0, 0] - b[0, 0]) < 6 and abs(a[0, 1] - b[0, 1]) < 11
     assert not list(tmp_path.glob(".*.part"))
     # The same scoring as a road_video's: edge-stream's records of the true lanes score 1.0 against it.
-    from orinkit.video.lane_adapter import lane_f1
+    from orinkit.lanes.video import lane_f1
 
     records = [{"frame": i, "lanes": [{"points": lane.tolist()} for lane in lanes]} for i, lanes in enumerate(truth)]
     assert lane_f1(records, truth).f1 == 1.0 and lane_f1(records[:1], truth).frames == 1

@@ -22,9 +22,9 @@ from orinkit.lanes.model import build_lane_model, show_random_lanes
 from orinkit.lanes.postprocess import PostprocessOptions, postprocess
 from orinkit.lanes.repository import ENSEMBLE, MODEL, build_lane_repository
 from orinkit.lanes.road_video import Drive, road_frames, road_truth, truth_path, write_road_video
+from orinkit.lanes.video import LaneAdapter, lane_f1
 from orinkit.repo.pymodels import image_preprocess
 from orinkit.video.frames import Frame, Result
-from orinkit.video.lane_adapter import LaneAdapter, lane_f1
 
 SEED = 3
 FRAMES = 60
@@ -284,3 +284,28 @@ def test_lane_detector_sends_arrays_as_jpeg_or_png(url, big_video):
     assert len(from_png_array) == len(from_png_bytes) > 0
     for a, b in zip(from_png_array, from_png_bytes):
         np.testing.assert_allclose(a.points, b.points, atol=1e-3)
+
+
+def test_edge_stream_finds_the_lane_adapter_through_the_lane_kit_and_refuses_track(url, road_video, tmp_path):
+    from click.testing import CliRunner
+
+    from orinkit.cli.stream import main
+    from orinkit.video.adapters import adapter_for
+
+    with Client(url, ENSEMBLE) as client:
+        assert isinstance(adapter_for(client.info), LaneAdapter)  # through orinkit.lanes.kit, not video/
+    path, _ = road_video
+    results = tmp_path / "lanes.jsonl"
+    for flag in ("--track", "--no-track"):
+        run = CliRunner().invoke(main, [str(path), "--model", ENSEMBLE, "--url", url, "--results", str(results),
+                                        flag])
+        assert run.exit_code == 4, run.output
+        assert run.output.strip().splitlines()[-1].startswith("Error: --track/--no-track applies to detectors")
+        assert "Traceback" not in run.output and not results.exists()
+    run = CliRunner().invoke(main, [str(path), "--model", ENSEMBLE, "--url", url, "--results", str(results),
+                                    "--frames", "3", "--quiet"])
+    assert run.exit_code == 0, run.output
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    # The lane adapter sums nothing up: every line is a frame's, as before the kits.
+    assert [line["frame"] for line in lines] == [0, 1, 2] and all("lanes" in line["answer"] for line in lines)
+    assert "answered 3," in run.output

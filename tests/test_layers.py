@@ -94,6 +94,35 @@ def test_the_layers_point_down():
     assert "convert" not in graph["repo"], "repo reads plans through orinkit.formats, never through convert"
 
 
+# The task packages: what a model answers (lanes, boxes) is taught to the rest through orinkit.core.kits.
+TASKS = {"lanes", "detect"}
+
+
+def test_video_the_page_and_convert_reach_a_task_only_through_its_kit():
+    """video/, ui/ and convert/ have no import statement of a task package (lazy ones included): they ask
+    ``orinkit.core.kits.kit_for``, so a new task is a new kit and not an edit in each. convert/ reaching
+    orinkit.detect by ``importlib`` with a string is not an import statement, and is allowed for now."""
+    graph = package_graph()
+    for user in ("video", "ui", "convert"):
+        assert not graph[user] & TASKS, f"{user} imports {sorted(graph[user] & TASKS)}"
+
+
+def test_the_light_packages_import_no_task():
+    graph = package_graph()
+    for light in ("core", "formats", "client", "jetson", "server", "systemd", "repo", "fleet", "tune"):
+        assert not graph[light] & TASKS, f"{light} imports {sorted(graph[light] & TASKS)}"
+    # The kits point down, never at each other: a broken kit must leave the other loadable.
+    assert "lanes" not in graph["detect"] and "detect" not in graph["lanes"]
+
+
+def test_the_video_pipeline_and_edge_stream_load_no_task_package():
+    loaded = _loaded_after("import orinkit.video.pipeline, orinkit.video.adapters, orinkit.video.sinks, "
+                           "orinkit.video.mp4, orinkit.video.live, orinkit.core.kits, orinkit.cli.stream")
+    assert "orinkit.video.pipeline" in loaded
+    tasks = {m for m in loaded if ".".join(m.split(".")[:2]) in {f"orinkit.{task}" for task in TASKS}}
+    assert not tasks, f"video loads {sorted(tasks)} before a model asks for its kit"
+
+
 def _loaded_after(statement: str) -> set[str]:
     prefixes = ("orinkit", "grpc", "torch", "onnx", "tensorrt", "tritonclient")
     code = f"import sys; {statement}; print('\\n'.join(m for m in sys.modules if m.startswith({prefixes!r})))"
@@ -106,7 +135,8 @@ def _loaded_after(statement: str) -> set[str]:
 def test_light_imports_load_no_conversion_or_server_code(statement):
     loaded = _loaded_after(statement)
     heavy = {m for m in loaded if m.split(".")[0] in ("torch", "onnxruntime", "tensorrt")
-             or ".".join(m.split(".")[:2]) in ("orinkit.convert", "orinkit.server", "orinkit.lanes", "orinkit.cli")}
+             or ".".join(m.split(".")[:2]) in ("orinkit.convert", "orinkit.server", "orinkit.lanes", "orinkit.detect",
+                                               "orinkit.cli")}
     assert not heavy, f"{statement} loads {sorted(heavy)}"
 
 
@@ -128,7 +158,7 @@ def test_no_exported_name_is_also_a_submodule(package):
 
 
 def test_the_video_pipeline_loads_no_conversion_code_and_no_decoder_until_a_source_opens():
-    code = ("import sys, orinkit.video.pipeline, orinkit.video.lane_adapter, orinkit.cli.stream; "
+    code = ("import sys, orinkit.video.pipeline, orinkit.lanes.video, orinkit.cli.stream; "
             "print('\\n'.join(sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(run.stdout.split())

@@ -1,6 +1,7 @@
-"""The device page server stays light: serving the page and its panels loads neither numpy, gRPC, tritonclient nor
-Pillow (they come with the first try), the models panel reads Triton's HTTP/REST API, and its statistics match
-gRPC's. Memory itself is measured by benchmarks/web.py, never asserted here."""
+"""The device page server stays light: serving the page and its panels loads neither gRPC, tritonclient nor Pillow
+(they come with the first try), the models panel reads Triton's HTTP/REST API, and its statistics match gRPC's.
+numpy comes with the models panel: the task kits that say what a model is ("detector, 3 classes") read its
+orinkit.client.ModelInfo, which needs it. Memory itself is measured by benchmarks/web.py, never asserted here."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def ui_triton(triton_server_factory, tmp_path_factory):
     return start_triton(triton_server_factory, tmp_path_factory)
 
 
-def test_serving_the_page_loads_no_grpc_or_numpy_until_a_try(ui_triton, tmp_path):
+def test_serving_the_page_loads_no_grpc_or_pillow_until_a_try(ui_triton, tmp_path):
     image = tmp_path / "road.png"
     image.write_bytes(road_png(640, 360))
     command = ui_triton.command
@@ -77,8 +78,9 @@ def test_serving_the_page_loads_no_grpc_or_numpy_until_a_try(ui_triton, tmp_path
     models = {m["name"]: m for m in result["models"]}
     lanes = models["lane_detection"]
     assert lanes["state"] == "READY" and lanes["image_input"]["mode"] == "bytes" and lanes["versions"][0]["window"]
+    assert lanes["kind"] == "lane detector" and models["digits"]["kind"] is None, "the kits' words, or none"
     assert models["digits"]["image_input"]["layout"] == "CHW", "tryout_inputs read the HTTP config"
-    assert result["before"] == [], f"serving the page loaded {result['before']}"
+    assert result["before"] == ["numpy"], f"serving the page loaded {result['before']} (numpy only: the kits)"
     assert result["answer"]["kind"] == "lanes", result["answer"]
     assert result["after"] == sorted(HEAVY), "the first try loads the gRPC client, numpy and Pillow"
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from video_fixtures import CollectSink
 from video_models import build_video_repository
 
 from orinkit.client import Client
@@ -20,22 +21,9 @@ pytest.importorskip("av")
 pytest_plugins = ["video_fixtures"]
 
 
-class Collect:
-    name = "collect"
-
-    def __init__(self) -> None:
-        self.results = []
-        self.lock = threading.Lock()
-
-    def write(self, result) -> None:
-        with self.lock:
-            self.results.append((result, read_stamp(result.frame.image)))
-
-    def stats(self, snapshot) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
+class Collect(CollectSink):
+    def keep(self, result):
+        return result, read_stamp(result.frame.image)
 
     def since(self, t: float):
         with self.lock:

@@ -3,6 +3,9 @@ order by a Python-backend model under the dynamic batcher; policies, limits and 
 
 from __future__ import annotations
 
+import copy
+import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +15,9 @@ from video_models import build_video_repository, write_clip
 from orinkit.client import Client
 from orinkit.video import NotAVideoError, SourceNotFoundError, UnsupportedSourceError
 from orinkit.video.adapters import ImageAdapter, adapter_for
+from orinkit.video.errors import SourceUnreachableError
 from orinkit.video.pipeline import Pipeline
+from orinkit.video.sinks import JsonLinesSink
 
 pytest.importorskip("av")
 
@@ -99,6 +104,98 @@ def test_two_files_share_the_server_and_both_finish(url, clip, tmp_path):
         by_source.setdefault(result.source, []).append(result.frame.index)
     assert by_source == {str(clip[0]): list(range(60)), str(other): list(range(30))}
     assert {s["state"] for s in summary.stats["sources"].values()} == {"ended"}
+
+
+def test_a_camera_down_at_start_does_not_keep_the_other_sources_from_running(url, clip):
+    """Several sources: an RTSP camera nobody listens for (a closed port, so every open is refused) is retried as
+    a camera that dropped, up to --max-reconnects, and then fails alone; the file beside it is answered whole.
+    Alone, the same camera fails at once (nothing else could run meanwhile)."""
+    import socket
+
+    from orinkit.video.reader import Backoff
+
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        dead = f"rtsp://127.0.0.1:{probe.getsockname()[1]}/cam"
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        summary = Pipeline([dead, str(clip[0])], client, adapter_for(client.info), sinks=[collect],
+                           max_reconnects=2, backoff=Backoff(first_s=0.05, max_s=0.1), read_timeout_s=2.0).run()
+        assert [r.frame.index for r in collect.results if r.source == str(clip[0])] == list(range(60))
+        assert not [r for r in collect.results if r.source == dead]
+        states = [e.state for e in summary.events if e.source == dead]
+        assert states[0] == "reconnecting" and states[-1] == "failed" and dead in summary.source_errors
+        assert "did not come back after 2 reconnects" in str(summary.source_errors[dead])
+        with pytest.raises(SourceUnreachableError, match="cannot reach rtsp://127.0.0.1"):
+            Pipeline([dead], client, adapter_for(client.info), read_timeout_s=2.0).run()
+
+
+class BrightnessTally(ImageAdapter):
+    """frame_means' adapter with state across frames, as a tracker has: each source's copy counts its own frames
+    and notes the order and the thread it was asked in; its summary is that source's tally."""
+
+    def __init__(self, base: ImageAdapter) -> None:
+        super().__init__(base.kind, base.size, base.quality, output=base.output)
+        self.source, self.indices, self.threads, self.brightest = None, [], set(), 0.0
+
+    def for_source(self, name: str) -> BrightnessTally:
+        mine = copy.copy(self)
+        mine.source, mine.indices, mine.threads = name, [], set()
+        self.made.append(mine)
+        return mine
+
+    def answer(self, outputs, frame):
+        self.indices.append(frame.index)
+        self.threads.add(threading.get_ident())
+        self.brightest = max(self.brightest, float(np.asarray(outputs).mean()))
+        return super().answer(outputs, frame)
+
+    def summary(self) -> dict | None:
+        return {"frames": len(self.indices), "brightest": round(self.brightest, 1)}
+
+
+def test_each_source_has_its_own_adapter_and_its_summary_ends_the_results(url, clip, tmp_path):
+    other = tmp_path / "other.mp4"
+    write_clip(other, frames=30)
+    results = tmp_path / "out.jsonl"
+    collect = Collect()
+    with Client(url, "frame_means") as client:
+        tally = BrightnessTally(adapter_for(client.info))
+        tally.made = []
+        summary = Pipeline([str(clip[0]), str(other)], client, tally, sinks=[collect, JsonLinesSink(results)]).run()
+    made = {adapter.source: adapter for adapter in tally.made}
+    assert len(tally.made) == 2 and set(made) == {str(clip[0]), str(other)}  # once per source
+    assert made[str(clip[0])].indices == list(range(60)) and made[str(other)].indices == list(range(30))
+    assert len(made[str(clip[0])].threads | made[str(other)].threads) == 1  # the pipeline's loop, one thread
+    assert tally.indices == []  # the adapter given answers nothing itself
+    answers = {name: adapter.summary() for name, adapter in made.items()}
+    assert summary.answers == answers and answers[str(other)]["frames"] == 30
+
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 91 and all("frame" in line for line in lines[:90])
+    closing = lines[-1]["summary"]
+    assert closing["answers"] == answers
+    assert (closing["read"], closing["answered"], closing["dropped"], closing["failed"]) == (90, 90, 0, 0)
+
+    from orinkit.cli.stream import answer_lines
+
+    assert answer_lines({"cam": {"tracks": {"disc": 3, "box": 1}}}) == ["tracks: disc 3, box 1"]
+    assert answer_lines(answers) == [f"  {name}: frames: {a['frames']}; brightest: {a['brightest']}"
+                                     for name, a in answers.items()]
+
+
+def test_a_summary_that_fails_is_reported_and_the_files_still_close(url, clip, tmp_path):
+    class Failing(ImageAdapter):
+        def summary(self):
+            raise ValueError("no tally")
+
+    results = tmp_path / "out.jsonl"
+    with Client(url, "frame_means") as client:
+        base = adapter_for(client.info)
+        adapter = Failing(base.kind, base.size, output=base.output)
+        summary = Pipeline([str(clip[0])], client, adapter, sinks=[JsonLinesSink(results)], frames=3).run()
+    assert summary.answers == {} and summary.errors == [f"summary of {clip[0]} failed: ValueError: no tally"]
+    assert [json.loads(line)["frame"] for line in results.read_text().splitlines()] == [0, 1, 2]
 
 
 def test_bad_sources_are_refused_before_anything_is_sent(url, tmp_path):

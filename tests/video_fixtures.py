@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -160,3 +161,27 @@ def rtsp_cameras():
 def rtsp_camera(rtsp_cameras) -> RtspCamera:
     """A started 640x360 30 fps camera at ``rtsp_camera.url``."""
     return rtsp_cameras()
+
+
+class CollectSink:
+    """A sink keeping what the pipeline's sink thread gives it (the contract: write, stats, close); ``keep`` says
+    what of each result is kept."""
+
+    name = "collect"
+
+    def __init__(self) -> None:
+        self.results = []
+        self.lock = threading.Lock()
+
+    def keep(self, result):
+        return result
+
+    def write(self, result) -> None:
+        with self.lock:
+            self.results.append(self.keep(result))
+
+    def stats(self, snapshot) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

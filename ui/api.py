@@ -91,7 +91,7 @@ def try_model(page, query, body: bytes) -> Response:
         labels = read_labels(page.repository, name, config)
     with Client(page.url, name, version or None, timeout_s=page.try_timeout_s, ready_timeout_s=5.0) as client:
         result = try_image(client, body, config=config, labels=labels, max_bytes=page.max_upload_bytes,
-                           max_pixels=page.max_pixels)
+                           max_pixels=page.max_pixels, version=version)
     key = page.results.add(result)
     answer = result.to_json()
     answer["id"] = key

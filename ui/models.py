@@ -2,8 +2,9 @@
 its request counts and latencies over the last seconds.
 
 All of it is read from Triton's HTTP/REST API with the standard library (:class:`TritonHTTP`): serving the page and
-its panels loads neither tritonclient nor gRPC nor numpy (about 40 MB of a small board's memory, beside the
-models); they come with the first try or control request, which need the gRPC client.
+its panels loads neither tritonclient nor gRPC nor Pillow; they come with the first try or control request, which
+need the gRPC client. numpy comes with the first READY model: the task kits, which say what a model is ("detector,
+3 classes"), read its ``orinkit.client.ModelInfo`` (:mod:`orinkit.ui.tasks`).
 
 Triton's statistics are cumulative since a version loaded; the latencies over an interval are differences of two
 snapshots. Several pages (or tabs) may poll at once, so the snapshots are kept here, server-side, for a sliding
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import threading
 import time
 from collections import deque
@@ -22,6 +24,8 @@ from urllib.parse import quote, urlsplit
 
 from orinkit.core.errors import OrinkitError
 from orinkit.ui.errors import UiError
+
+log = logging.getLogger("orinkit.ui")
 
 # Triton's states, most telling first: a model is READY when one version is.
 _ORDER = ("READY", "LOADING", "UNLOADING", "UNAVAILABLE")
@@ -260,7 +264,20 @@ class ModelsView:
             "inputs": [_tensor(t) for t in config.get("input", [])],
             "outputs": [_tensor(t) for t in config.get("output", [])],
             "image_input": image_input_json(config),
+            "kind": kind_of(name, config),
         }
+
+
+def kind_of(name: str, config: dict) -> str | None:
+    """The task kit's words for the model, or None (no kit recognizes it, or the kit failed: the panel still shows
+    the model, and the log says why)."""
+    from orinkit.ui.tasks import describe
+
+    try:
+        return describe(config)
+    except Exception:  # noqa: BLE001 - one kit's failure must not hide the models panel
+        log.warning("the task kit failed to describe '%s'", name, exc_info=True)
+        return None
 
 
 def image_input_json(config: dict) -> dict | None:

@@ -2,8 +2,9 @@
 
 :func:`image_input` reads from a model's config how it takes an image (or that it takes none); :func:`try_image`
 checks the upload (bytes and pixel count from the header, before anything is decoded), prepares it, runs one
-inference, and reads the outputs as the answer the page draws (see :mod:`orinkit.ui.tryout_answers` for how each
-kind is recognised).
+inference, and reads the outputs as the answer the page draws: the task kit that recognizes the model first
+(:mod:`orinkit.ui.tasks`: a detector's boxes), else :mod:`orinkit.ui.tryout_answers`, which says how each generic
+kind is recognised.
 
 See :mod:`orinkit.ui.tryout_inputs` for what :func:`image_input` recognises and how a tensor is made.
 """
@@ -18,12 +19,13 @@ import numpy as np
 
 from orinkit.client.errors import InferenceFailedError, InvalidInputError
 from orinkit.formats.dtypes import dtype as lookup_dtype
+from orinkit.ui import tasks
 from orinkit.ui import tryout_answers as answers
 from orinkit.ui import tryout_images as images
 from orinkit.ui.errors import UiError
 from orinkit.ui.tryout_inputs import ImageInput, data_type, examine, image_input
 
-KINDS = ("classes", "lanes", "image", "tensor")
+KINDS = ("detections", "classes", "lanes", "image", "tensor")
 IMAGE_INPUT_HINT = ("try a model whose one input is an encoded image file (BYTES [1], or UINT8 [-1] one byte per "
                     "element) or a 1- or 3-channel image tensor (CHW or HWC)")
 
@@ -51,7 +53,7 @@ def _bad_image(message: str, hint: str) -> BadImageError:
 @dataclass
 class TryResult:
     model: str
-    kind: str  # "classes" | "lanes" | "image" | "tensor"
+    kind: str  # a task kit's kind ("detections", ...) | "classes" | "lanes" | "image" | "tensor"
     latency_ms: float  # the inference call only, measured by the client
     answer: dict  # JSON-ready; by kind
     arrays: dict[str, np.ndarray]  # every raw output, for .npy download
@@ -83,10 +85,12 @@ class TryResult:
 
 
 def try_image(client, image: bytes, *, config: dict, labels: dict[str, list[str]] | None = None,
-              max_bytes: int = 16 << 20, max_pixels: int = 40_000_000) -> TryResult:
+              max_bytes: int = 16 << 20, max_pixels: int = 40_000_000, version: str = "") -> TryResult:
     """Run ``image`` (encoded bytes) through the model of ``client`` (an orinkit.client.Client) and read the answer.
 
-    ``config`` is the model's config as JSON; ``labels`` maps an output's name to class labels. Raises
+    ``config`` is the model's config as JSON (``version`` the version it describes, "" the newest); ``labels`` maps
+    an output's name to class labels. The task kit that recognizes the model reads the outputs first (a detector's
+    boxes, :mod:`orinkit.ui.tasks`); the generic reading answers otherwise. Raises
     NotAnImageModelError (also when a model whose UINT8 [-1] input was sent the file fails on it), BadImageError
     (checked before decoding: bytes, then the header's pixel count; a file the model decodes itself must be PNG,
     JPEG, BMP, GIF or WebP), or the client's own errors (ModelNotFoundError, InvalidInputError, ...) as they come.
@@ -124,7 +128,8 @@ def try_image(client, image: bytes, *, config: dict, labels: dict[str, list[str]
         result = {(outputs or [o.name for o in client.info.outputs])[0]: result}
     arrays = {name: np.asarray(value) for name, value in result.items()}
     dtypes = {o["name"]: data_type(o) for o in config.get("output", ()) if o.get("name") in arrays}
-    kind, answer = _read(arrays, spec, size, labels, notes, dtypes)
+    found = tasks.tryout(config, arrays, size, notes, version)
+    kind, answer = found if found is not None else _read(arrays, spec, size, labels, notes, dtypes)
     return TryResult(model, kind, latency_ms, answer, arrays, notes, dtypes)
 
 

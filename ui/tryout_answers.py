@@ -5,8 +5,8 @@ Outputs are recognised by shape, dtype and (for ties only) name, never by the mo
 * lanes: a float [K, P, 2] output (points, NaN past each lane's last, as orinkit's lane ensemble pads them) with a
   float [K] output (scores) and, optionally, an integer output of one value (the count);
 * classes: a float [k] output next to an integer [k] one (scores and class ids, as orinkit's TopK step gives them,
-  with its BYTES [k] LABELS when present), or a single float vector of 2 or more finite values (scores, logits or
-  probabilities);
+  with its BYTES [k] LABELS when present; never beside a float [k, 4] output, a detector's boxes), or a single
+  float vector of 2 or more finite values (scores, logits or probabilities);
 * image: a [C, H, W] or [H, W, C] output with C 1 or 3 and H, W >= 8, UINT8, or float in [0, 1] or about [0, 255];
 * tensor: anything else.
 
@@ -126,6 +126,15 @@ def _decode_labels(array: np.ndarray) -> list[str]:
     return [v.decode("utf-8", "replace") if isinstance(v, (bytes, np.bytes_)) else str(v) for v in array.reshape(-1)]
 
 
+def _boxes_beside(arrays: dict[str, np.ndarray], k: int) -> str | None:
+    """The name of a float [k, 4] output (also [1, k, 4]), or None."""
+    for name, array in arrays.items():
+        shape = array.shape[1:] if array.ndim == 3 and array.shape[0] == 1 else array.shape
+        if _is_float(array) and shape == (k, 4):
+            return name
+    return None
+
+
 def classes(arrays: dict[str, np.ndarray], labels: dict[str, list[str]] | None, notes: list[str]) -> dict | None:
     """``{"top": [{"index", "label", "score"}]}`` best first, or None."""
     vectors = {n: v for n, v in ((n, _vector(a)) for n, a in arrays.items()) if v is not None}
@@ -133,6 +142,12 @@ def classes(arrays: dict[str, np.ndarray], labels: dict[str, list[str]] | None, 
     ints = [n for n, v in vectors.items() if _is_int(v)]
     pairs = [(s, i) for s in floats for i in ints if vectors[s].shape == vectors[i].shape and vectors[s].size]
     if pairs:
+        boxes = _boxes_beside(arrays, vectors[pairs[0][0]].size)
+        if boxes is not None:
+            # Scores and class ids beside [k, 4] boxes are a detector's, not a classifier's top classes.
+            notes.append(f"'{boxes}' holds boxes beside the scores and class ids: a detector that no task kit "
+                         "recognizes (orinkit's detection ensemble is drawn), shown as tensors")
+            return None
         scores_name = _prefer(sorted({s for s, _ in pairs}), "score", "prob", "conf")
         ids_name = _prefer(sorted({i for s, i in pairs if s == scores_name}), "class", "id", "index", "label")
         if scores_name is not None and ids_name is not None:

@@ -1,5 +1,7 @@
 """How a model meets video frames: what a frame becomes as the model's inputs, and what its outputs become as an
-answer, a JSON record and a drawing. ``adapter_for`` picks one by the model's name and signature."""
+answer, a JSON record and a drawing. ``adapter_for`` asks the task kits (``orinkit.core.kits``) for a model's
+adapter and falls back to the generic :class:`ImageAdapter`: video/ knows no task of its own (lanes, detections),
+so a new task is a new kit, not an edit here."""
 
 from __future__ import annotations
 
@@ -25,9 +27,25 @@ class Adapter:
         raise NotImplementedError
 
     def draw(self, image: np.ndarray, answer: Any) -> np.ndarray:
-        """A BGR uint8 copy of ``image`` (the frame as decoded) with the answer drawn on it."""
+        """A BGR uint8 copy of ``image`` (the frame as decoded) with the answer drawn on it. Sinks call the
+        adapter given to them (not each source's): what is drawn must come from ``answer`` alone."""
         return image
 
+    def for_source(self, name: str) -> Adapter:
+        """The adapter for the source called ``name``. The pipeline asks once per source before its first frame
+        and answers that source's frames with it, in their order, on one thread: an adapter that keeps state
+        across frames (a tracker) returns a copy of its own here, so that each camera has its own. Default: this
+        adapter, which keeps none."""
+        return self
+
+    def summary(self) -> dict | None:
+        """What this (source's) adapter has to say about the whole stream, JSON-able (a detector's distinct tracks
+        per class), asked once at the end; None: nothing."""
+        return None
+
+
+# The command-line spelling of an adapter option, for the one-line refusal.
+_FLAGS = {"track": "--track/--no-track"}
 
 # A JSON line carries an output's values only up to this many; bigger ones (a detector's raw proposals) are
 # summarised, so that a results file stays a log and not a dump.
@@ -77,15 +95,22 @@ def jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     return buffer.getvalue()
 
 
-def adapter_for(info) -> Adapter:
-    """The adapter for a model, from its name and signature (``info``: the Client's ModelInfo)."""
+def adapter_for(info, **options) -> Adapter:
+    """The adapter for a model (``info``: the Client's ModelInfo): the adapter of the task kit that recognizes it
+    (``orinkit.core.kits.kit_for``), with ``options`` (``track=`` for a detector); otherwise the generic
+    :class:`ImageAdapter` from the signature, which takes no option."""
+    from orinkit.core.kits import kit_for
     from orinkit.video.errors import UnsupportedSourceError
 
-    names = {t.name for t in info.outputs}
-    if {"lanes", "scores", "count"} <= names:
-        from orinkit.video.lane_adapter import LaneAdapter
-
-        return LaneAdapter()
+    kit = kit_for(info)
+    if kit is not None:
+        return kit.adapter(info, **options)
+    if options:
+        flags = ", ".join(_FLAGS.get(name, "--" + name.replace("_", "-")) for name in sorted(options))
+        what = "applies to detectors" if "track" in options else "applies to task models (lanes, detectors)"
+        raise UnsupportedSourceError(
+            f"{flags} {what}, and '{info.name}' is none that an installed task kit recognizes",
+            hint=f"leave {flags} out for this model (its outputs are written as they come)")
     if len(info.inputs) != 1:
         raise UnsupportedSourceError(
             f"'{info.name}' takes {len(info.inputs)} inputs; a video frame fills one",

@@ -63,7 +63,7 @@ class LiveView(Sink):
         with self._changed:
             self._frame = image
             self._meta = {"source": result.source, "frame": result.frame.index, "captured": result.frame.captured,
-                          "latency_ms": round(result.latency_s * 1000.0, 1)}
+                          "latency_ms": round(result.latency_s * 1000.0, 1), **_tally(result.record)}
             self._sequence += 1
             self._changed.notify_all()
 
@@ -128,3 +128,16 @@ class LiveView(Sink):
                 "age_s": round(time.time() - self._meta["captured"], 3) if self._meta else None,
                 "stats": self._stats,
             }
+
+
+def _tally(record) -> dict:
+    """Objects in a frame's JSON record, for the page's live line: ``count``, and ``classes`` (name -> boxes) when
+    the record lists ``detections`` (orinkit's record of a detector's frame, the JSON lines' format)."""
+    count = record.get("count") if isinstance(record, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int):
+        return {}
+    classes: dict[str, int] = {}
+    for found in record.get("detections") or ():
+        if isinstance(found, dict) and found.get("class") is not None:
+            classes[str(found["class"])] = classes.get(str(found["class"]), 0) + 1
+    return {"count": record["count"], "classes": classes}

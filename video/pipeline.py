@@ -6,6 +6,11 @@ gRPC channel per worker), and hands answers to the sinks in each source's frame 
 server fairly: each has its own in-flight budget, and the loop starts its turn at a different source each time, so
 a fast camera cannot starve a slow one; Triton's dynamic batcher merges the concurrent requests. One source
 ending or failing changes nothing for the others.
+
+Each source gets its own adapter (``adapter.for_source(name)``, asked once before its first frame): an adapter with
+state across frames (a detector's tracker) keeps one per camera, and answers that source's frames in their order
+on this loop's thread. At the end each source adapter's ``summary()`` (a detector's track counts) goes into the
+:class:`Summary` and to the sinks' ``finish``.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class Summary:
     interrupted: bool = False
     errors: list[str] = field(default_factory=list)  # sources that failed, sinks that were dropped
     source_errors: dict[str, VideoError] = field(default_factory=dict)  # why each failed source failed
+    answers: dict[str, dict] = field(default_factory=dict)  # source -> its adapter's summary() (those not None)
 
 
 class Pipeline:
@@ -97,6 +103,7 @@ class Pipeline:
         self._stop = threading.Event()
         self.stats = StreamStats()
         self.readers: list[Reader] = []
+        self.adapters: dict[str, Adapter] = {}  # each source's own (adapter.for_source), made as its reader starts
         self._errors: list[str] = []
         self._prepare: ThreadPoolExecutor | None = None
 
@@ -119,6 +126,7 @@ class Pipeline:
                                        daemon=True)
         pending: dict[str, collections.deque[_Pending]] = {}
         interrupted = False
+        answers: dict[str, dict] = {}
         try:
             try:
                 self._start_readers()
@@ -141,7 +149,11 @@ class Pipeline:
                 reader.stop(wait_s=0)
             if sink_thread.is_alive():
                 interrupted = self._drain(pending, sink_queue) or interrupted
-                sink_queue.put(("stats", self.snapshot()))
+                # Asked only now: every answer a summary counts has been made (the drain's included).
+                answers = self._answers()
+                final = self.snapshot()
+                sink_queue.put(("stats", final))
+                sink_queue.put(("finish", final, answers))
                 sink_queue.put(None)
                 sink_thread.join()
             else:
@@ -151,18 +163,21 @@ class Pipeline:
             if self._prepare is not None:
                 self._prepare.shutdown(wait=False, cancel_futures=True)
         return Summary(self.snapshot(), [e for r in self.readers for e in r.events], interrupted, self._errors,
-                       {r.name: r.error for r in self.readers if r.error is not None})
+                       {r.name: r.error for r in self.readers if r.error is not None}, answers)
 
     def _start_readers(self) -> None:
         for spec in self.specs:
+            self.adapters[spec.name] = self.adapter.for_source(spec.name)
             reader = Reader(spec.name, self._source_maker(spec), live=spec.live, policy=self.policy,
                             realtime=self.realtime, max_reconnects=self.max_reconnects, backoff=self.backoff,
                             on_event=self._event, wake=self._wake)
             self.readers.append(reader)
-            reader.start()
+            # With several sources a camera that is down at start is retried like one that dropped, while the
+            # others run; alone, it fails at once (nothing else could run meanwhile, and the user sees why).
+            reader.start(retry_first=len(self.specs) > 1)
 
     def _source_maker(self, spec: SourceSpec):
-        return lambda: open_source(spec, size=self.adapter.size, read_timeout_s=self.read_timeout_s,
+        return lambda: open_source(spec, size=self.adapters[spec.name].size, read_timeout_s=self.read_timeout_s,
                                    decoder=self.decoder)
 
     def _loop(self, pending, sink_queue: queue.Queue) -> None:
@@ -181,7 +196,7 @@ class Pipeline:
                     frame = reader.take()
                     if frame is None:
                         continue
-                    pending[reader.name].append(self._send(frame))
+                    pending[reader.name].append(self._send(reader.name, frame))
                     sent += 1
                     progressed = True
                     if self.frames is not None and sent >= self.frames:
@@ -198,16 +213,16 @@ class Pipeline:
             if not progressed:
                 self._wake.wait(0.05)
 
-    def _send(self, frame: Frame) -> _Pending:
+    def _send(self, name: str, frame: Frame) -> _Pending:
         entry = _Pending(frame, time.time(), Future())
         # The frame is encoded for the model (JPEG: about 1 ms at 640x360, more for bigger frames) on a worker, not
         # on this loop, which every source's frames and answers pass through.
-        entry.future = self._prepare.submit(self._infer, frame)
+        entry.future = self._prepare.submit(self._infer, self.adapters[name], frame)
         entry.future.add_done_callback(lambda _f, e=entry: self._answered(e))
         return entry
 
-    def _infer(self, frame: Frame):
-        return self.client.submit(*self.adapter.inputs(frame), in_flight=self._workers()).result()
+    def _infer(self, adapter: Adapter, frame: Frame):
+        return self.client.submit(*adapter.inputs(frame), in_flight=self._workers()).result()
 
     def _workers(self) -> int:
         return sum(self.budgets[reader.name] for reader in self.readers)
@@ -226,7 +241,7 @@ class Pipeline:
                 if error is not None:
                     self._request_failed(name, error)
                     continue
-                answer, record = self.adapter.answer(entry.future.result(), entry.frame)
+                answer, record = self.adapters[name].answer(entry.future.result(), entry.frame)
                 result = Result(name, entry.frame, answer, record, entry.sent, entry.answered)
                 self.stats.answer(name, entry.answered, result.latency_s)
                 sink_queue.put(result)
@@ -255,6 +270,22 @@ class Pipeline:
             return True
         return False
 
+    def _answers(self) -> dict[str, dict]:
+        """Each source adapter's summary, those that have one; one that fails is reported, not raised: the files
+        and the other sources' summaries are still written."""
+        answers = {}
+        for name, adapter in self.adapters.items():
+            try:
+                summary = adapter.summary()
+            except Exception as exc:  # noqa: BLE001 - the stream is over; its outputs must still be finished
+                from orinkit.video.sinks import one_line
+
+                self._errors.append(f"summary of {name} failed: {one_line(exc)}")
+                continue
+            if summary is not None:
+                answers[name] = summary
+        return answers
+
     def _event(self, event: Event) -> None:
         if event.state == "failed":
             self._errors.append(event.text())
@@ -273,7 +304,10 @@ def _sink_loop(sinkset, items: queue.Queue) -> None:
             if item is None:
                 return
             if isinstance(item, tuple):
-                sinkset.stats(item[1])
+                if item[0] == "finish":
+                    sinkset.finish(item[1], item[2])
+                else:
+                    sinkset.stats(item[1])
                 continue
             sinkset.write(item)  # stamps item.sunk
     finally:

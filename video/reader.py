@@ -83,8 +83,17 @@ class Reader:
 
     # --- the pipeline's side -------------------------------------------------------------------------------
 
-    def start(self) -> Reader:
-        self._source = self._open_first()
+    def start(self, *, retry_first: bool = False) -> Reader:
+        """Open the source and start reading. A live source that cannot be opened raises here, unless
+        ``retry_first`` (the pipeline's choice when it has several sources: one camera down at start must not
+        keep the others from running): then it is reopened on the thread like a camera that dropped."""
+        try:
+            self._source = self._open_first()
+        except VideoError as exc:
+            if not (self.live and retry_first):
+                raise
+            self._source = None
+            self._event("reconnecting", f"not reachable at start: {exc.message}")
         self._thread = threading.Thread(target=self._run, name=f"orinkit-video-{self.name[:24]}", daemon=True)
         self._thread.start()
         return self
@@ -219,6 +228,7 @@ class Reader:
                 reason = exc.message if isinstance(exc, VideoError) else f"{type(exc).__name__}: {exc}"
                 self._event("reconnecting", f"attempt {failures}: {reason}")
                 continue
+            self.fps = getattr(source, "fps", None) or self.fps
             self._event("running", f"back after {failures} attempt{'s' if failures > 1 else ''}")
             return source, 0
         return None, failures

@@ -3,7 +3,8 @@ stopping the others, and :class:`JsonLinesSink`. The annotated MP4 is :mod:`orin
 view :mod:`orinkit.video.live`.
 
 The pipeline calls ``SinkSet.write`` from its one sink thread for every answered frame, in frame order, and
-``SinkSet.stats`` about once a second with its figures; on SIGINT/SIGTERM it calls ``SinkSet.close``.
+``SinkSet.stats`` about once a second with its figures, ``SinkSet.finish`` once at the end with the final figures
+and each source adapter's summary; then (and on SIGINT/SIGTERM) it calls ``SinkSet.close``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class Sink:
 
     def stats(self, snapshot: dict) -> None:
         """Most sinks have no use for the pipeline's figures."""
+
+    def finish(self, stats: dict, answers: dict[str, dict]) -> None:
+        """Once, after the last ``write`` of a stream that ran: the final figures (as ``stats``) and ``answers``,
+        each source's adapter summary (source name -> e.g. ``{"tracks": {"disc": 3}}``; sources without one are
+        left out). Most sinks have no use for them."""
 
     def close(self) -> None:
         """Nothing to finish by default."""
@@ -103,6 +109,10 @@ class SinkSet:
 
     def stats(self, snapshot: dict) -> None:
         self._each(lambda sink: sink.stats(snapshot), "taking the statistics", None)
+
+    def finish(self, stats: dict, answers: dict[str, dict]) -> None:
+        # getattr: a sink written before finish() existed (write/stats/close only) still works.
+        self._each(lambda sink: getattr(sink, "finish", lambda *_: None)(stats, answers), "finishing", None)
 
     def close(self) -> None:
         """Close every sink (each isolated; a close that fails is reported like a write). Idempotent."""
@@ -201,12 +211,24 @@ def result_record(result: Result) -> dict:
             "answer": result.record}
 
 
+SUMMARY_FIGURES = ("read", "answered", "dropped", "failed", "elapsed_s", "fps_overall", "latency_ms_overall")
+
+
+def summary_record(stats: dict, answers: dict[str, dict]) -> dict:
+    """The results file's closing object: the stream's totals (not the rolling window, which means nothing once it
+    ended) and ``answers``, each source adapter's summary."""
+    return {**{key: stats[key] for key in SUMMARY_FIGURES if key in stats}, "answers": answers}
+
+
 class JsonLinesSink(Sink):
     """One JSON object per answered frame and line: ``source``, ``frame`` (its index), ``pts``, ``captured``,
     ``sent``, ``answered`` (``time.time()`` seconds), ``latency_ms`` (capture to answer) and ``answer`` (the
-    adapter's record). Each line is flushed as written, so a reader tailing the file sees it at once; the file
-    is written at its final path (every line in it is whole). ``path`` may also be an open text stream (e.g.
-    ``sys.stdout``), which is flushed but left open."""
+    adapter's record). When a source's adapter sums the stream up (a detector's track counts), one last line
+    follows: ``{"summary": {"read", "answered", "dropped", "failed", "elapsed_s", "fps_overall",
+    "latency_ms_overall", "answers": {source: summary}}}`` (no ``frame``: a reader of frames skips it). Each line
+    is flushed as written, so a reader tailing the file sees it at once; the file is written at its final path
+    (every line in it is whole). ``path`` may also be an open text stream (e.g. ``sys.stdout``), which is flushed
+    but left open."""
 
     def __init__(self, path: str | os.PathLike | TextIO) -> None:
         self.lines = 0
@@ -228,6 +250,12 @@ class JsonLinesSink(Sink):
         self._file.write(to_json_line(result_record(result)) + "\n")
         self._file.flush()
         self.lines += 1
+
+    def finish(self, stats: dict, answers: dict[str, dict]) -> None:
+        if not answers:
+            return  # a model without a summary (lanes, a classifier): every line stays a frame's
+        self._file.write(to_json_line({"summary": summary_record(stats, answers)}) + "\n")
+        self._file.flush()
 
     def close(self) -> None:
         if not self._owned:

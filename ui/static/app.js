@@ -5,6 +5,10 @@ const $ = (id) => document.getElementById(id);
 const TOKEN_KEY = "orinkit-token";
 const COLOURS = ["#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"];
 const LANE_COLOUR = "rgb(255,0,0)"; // tests read this colour back from the canvas
+// A detector's boxes: one colour per class id (tests read them back from the canvas).
+const BOX_COLOURS = ["#e6194b", "#3cb44b", "#4363d8", "#f58231", "#911eb4", "#42d4f4", "#f032e6", "#9a6324",
+  "#800000", "#469990", "#000075", "#808000"];
+const boxColour = (classId) => BOX_COLOURS[((classId % BOX_COLOURS.length) + BOX_COLOURS.length) % BOX_COLOURS.length];
 const state = { control: false, maxUpload: Infinity, models: [], samples: [], since: null, historyS: 300, errors: {} };
 
 // The token arrives once in the URL; keep it for this tab only and take it out of the address bar and history.
@@ -92,7 +96,9 @@ function renderModels() {
   for (const model of state.models) {
     const row = el("tr");
     row.dataset.model = model.name;
-    row.append(el("td", model.name, "name"));
+    const name = el("td", model.name, "name");
+    if (model.kind) name.append(el("div", model.kind, "kind")); // a task kit's words: "detector, 3 classes"
+    row.append(name);
     const status = el("td");
     status.append(el("span", model.state, "state state-" + model.state.replace(" ", "-")));
     if (model.reason) status.append(el("div", model.reason, "reason"));
@@ -248,6 +254,9 @@ async function showAnswer(result, file) {
     for (const c of answer.top) list.append(el("li", `${c.label !== null && c.label !== undefined ? c.label : c.index}` +
       ` (class ${c.index}) ${fmt(c.score, 3)}`));
     box.append(list);
+  } else if (result.kind === "detections") {
+    await drawDetections(canvas, answer, file);
+    box.append(detectionTable(answer));
   } else if (result.kind === "lanes") {
     await drawLanes(canvas, answer, file);
     box.append(el("p", `${answer.lanes.length} lane(s): ` + answer.lanes.map((l) => fmt(l.score, 2)).join(", ")));
@@ -277,6 +286,74 @@ async function drawLanes(canvas, answer, file) {
     ctx.stroke();
   }
   canvas.hidden = false;
+}
+
+// The image at its own size, the boxes over it in its pixels; CSS scales the canvas, boxes and all, to the width
+// shown. Line and text sizes follow the image so that they read the same on a phone photo and a thumbnail.
+async function drawDetections(canvas, answer, file) {
+  const [width, height] = answer.image_size;
+  canvas.width = width;
+  canvas.height = height;
+  const ctx = canvas.getContext("2d");
+  const bitmap = await createImageBitmap(file);
+  ctx.drawImage(bitmap, 0, 0, width, height);
+  bitmap.close();
+  const line = Math.max(3, Math.round(Math.min(width, height) / 160));
+  const size = Math.max(12, Math.round(Math.min(width, height) / 32));
+  ctx.lineWidth = line;
+  ctx.font = `${size}px system-ui, sans-serif`;
+  ctx.textBaseline = "top";
+  for (const d of answer.detections) {
+    if (!d.box || d.box.some((v) => v === null)) continue;
+    const [x1, y1, x2, y2] = d.box, colour = boxColour(d.class_id);
+    ctx.strokeStyle = colour;
+    ctx.strokeRect(x1, y1, x2 - x1, y2 - y1);
+  }
+  // Labels after every box: a later box's line must not cross an earlier box's name.
+  for (const d of answer.detections) {
+    if (!d.box || d.box.some((v) => v === null)) continue;
+    const [x1, y1] = d.box, text = `${detectionName(d)} ${fmt(d.score, 2)}`;
+    const w = ctx.measureText(text).width + 6, h = size + 4;
+    const top = y1 - h >= 0 ? y1 - h : y1; // above the box, or inside it at the image's top edge
+    const left = Math.max(0, Math.min(x1 - line / 2, width - w)); // a box at the right edge keeps its whole name
+    ctx.fillStyle = boxColour(d.class_id);
+    ctx.fillRect(left, top, w, h);
+    ctx.fillStyle = "#fff";
+    ctx.fillText(text, left + 3, top + 2);
+  }
+  canvas.dataset.boxes = String(answer.detections.length);
+  canvas.hidden = false;
+}
+
+const detectionName = (d) => (d.class !== null && d.class !== undefined && d.class !== "" ? d.class :
+  `class ${d.class_id}`);
+
+function detectionTable(answer) {
+  const wrap = el("div");
+  const count = answer.detections.length;
+  wrap.append(el("p", `${count} detection${count === 1 ? "" : "s"}` +
+    (answer.names && answer.names.length ? ` (classes: ${answer.names.join(", ")})` : "")));
+  if (!count) return wrap;
+  const table = el("table", null, "detections");
+  const head = el("tr");
+  for (const h of ["class", "score", "box (x1, y1, x2, y2)"]) head.append(el("th", h));
+  table.append(head);
+  for (const d of answer.detections) {
+    const row = el("tr");
+    const name = el("td", detectionName(d));
+    name.prepend(swatch(boxColour(d.class_id)));
+    const box = (d.box || []).map((v) => fmt(v, 1)).join(", ");
+    row.append(name, el("td", fmt(d.score, 3), "num"), el("td", box, "num"));
+    table.append(row);
+  }
+  wrap.append(table);
+  return wrap;
+}
+
+function swatch(colour) {
+  const mark = el("span", null, "swatch");
+  mark.style.background = colour; // a style property, not an inline style attribute: the CSP allows it
+  return mark;
 }
 
 function tensorTable(outputs) {
@@ -346,12 +423,20 @@ async function refreshLive() {
       return row;
     }));
     $("live-note").textContent = data.closed ? "the stream has ended (the last frame stays)" :
-      data.frames ? `frame ${data.last.frame} of ${data.last.source}, ${data.size[0]}x${data.size[1]}` :
-        "waiting for the first answered frame";
+      data.frames ? `frame ${data.last.frame} of ${data.last.source}, ${data.size[0]}x${data.size[1]}` +
+        answered(data.last) : "waiting for the first answered frame";
     report("live", null);
   } catch (error) {
     report("live", error);
   }
+}
+
+// What the newest frame's answer held, where the view says (a detector's record has a count, and its boxes by
+// class): ", 3 objects (disc 2, box 1)".
+function answered(last) {
+  if (!last || typeof last.count !== "number") return "";
+  const classes = Object.entries(last.classes || {}).map(([name, n]) => `${name} ${n}`).join(", ");
+  return `, ${last.count} object${last.count === 1 ? "" : "s"}` + (classes ? ` (${classes})` : "");
 }
 
 // --- start -------------------------------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 The decoder scales frames to 640x360, the model's own size, so the server step resizes nothing; the ensemble
 answers in the pixels of the image it was sent, which this adapter scales to the source's. ``lane_f1`` scores
 answered frames against a road video's truth (:func:`orinkit.lanes.road_video.road_truth`) with CULane's rule.
+
+The lane kit (:mod:`orinkit.lanes.kit`) hands this adapter to ``orinkit.video.adapters.adapter_for``: video/
+never imports it.
 """
 
 from __future__ import annotations
