@@ -44,7 +44,8 @@ class TaskKit:
     * ``tryout(info, outputs, image_size)``: the page's answer for one uploaded image, a JSON-ready dict with a
       ``"kind"`` the page's script draws (``"lanes"``, ``"detections"``), or None to let the page's generic
       reading (classes, image, tensor) answer.
-    * ``metric``: the gates' metric for this task as ``"module:function"`` (``edge-convert --metric``), or None.
+    * ``metric``: the gates' metric for this task, a ``--metric`` spec (``"module:function"``, or a built-in such as
+      ``"boxes"``), or None; ``edge-convert --metric <kit name>`` judges by it.
     """
 
     name: str = ""

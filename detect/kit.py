@@ -21,7 +21,7 @@ def is_ensemble(info) -> bool:
 
 class DetectionKit(TaskKit):
     name = "detect"
-    metric = "orinkit.detect.gate_metric:box_metric"
+    metric = "boxes"  # edge-convert --metric boxes: orinkit.detect.gate_metric, bound to the model
 
     def recognizes(self, info) -> bool:
         if is_ensemble(info):

@@ -177,3 +177,12 @@ def test_an_unknown_kit_name_is_bad_input():
     assert refused.value.exit_code == EXIT_BAD_INPUT == 4
     assert "no task kit named 'nope'" in str(refused.value) and "lanes" in str(refused.value)
 
+
+def test_a_kits_name_is_a_metric_the_gates_know():
+    """edge-convert --metric lanes / detect: convert finds the task's metric through the kit, importing no kit."""
+    from orinkit.convert.fp16.task_metrics import parse_metric
+
+    lanes = parse_metric("lanes")
+    assert lanes.spec == "lanes" and lanes.function.__module__ == "orinkit.lanes.metrics"
+    detect = parse_metric("detect")
+    assert detect.spec == "detect" and detect.function is None and detect.factory is not None  # bound per model

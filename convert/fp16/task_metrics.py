@@ -38,8 +38,17 @@ from orinkit.core.errors import OrinkitError
 
 DEFAULT_MIN_AGREEMENT = 0.99
 Outputs = Sequence[Mapping[str, np.ndarray]]  # one dict per sample
-# Metrics that live with the model family they judge; imported only when asked for.
-ALIASES = {"lanes": "orinkit.lanes.metrics:lane_agreement"}
+
+
+def kit_metric(spec: str) -> str:
+    """``spec`` itself, or for a task kit's name (``lanes``, ``detect``: orinkit.core.kits) the metric that kit
+    judges its answers by: metrics live with the task they judge, and convert imports no kit."""
+    from orinkit.core.kits import kits
+
+    for kit in kits():
+        if kit.name == spec and kit.metric:
+            return kit.metric
+    return spec
 
 
 @dataclass(frozen=True)
@@ -140,24 +149,24 @@ def parse_metric(spec: str | None, min_agreement: float | None = None) -> TaskMe
     threshold = DEFAULT_MIN_AGREEMENT if min_agreement is None else min_agreement
     if not 0.0 <= threshold <= 1.0:
         raise MetricError(f"--min-agreement must lie in [0, 1], got {threshold}", hint="e.g. 0.99")
+    given, spec = spec, kit_metric(spec)  # reports keep the name the user gave
     match = re.fullmatch(r"topk(?::(\d+))?(?:@(.+))?", spec)
     if match:
         k = int(match[1] or 1)
         if k < 1:
             raise MetricError(f"--metric {spec}: K must be 1 or more", hint="e.g. topk:5")
-        return TaskMetric(spec, _topk(k, match[2]), threshold)
+        return TaskMetric(given, _topk(k, match[2]), threshold)
     dense = _dense(spec)
     if dense is not None:
-        return TaskMetric(spec, dense, threshold)
+        return TaskMetric(given, dense, threshold)
     match = re.fullmatch(r"boxes(?::([^@]*))?", spec)
     if match:
-        return TaskMetric(spec, None, threshold, _boxes(match[1], spec))
-    target = ALIASES.get(spec, spec)
-    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", target):
-        return TaskMetric(spec, load_function(target), threshold)
+        return TaskMetric(given, None, threshold, _boxes(match[1], spec))
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", spec):
+        return TaskMetric(given, load_function(spec), threshold)
     raise MetricError(f"unknown --metric '{spec}'",
                       hint="use topk[:K][@OUTPUT], mask[:THR][@OUTPUT], argmax[:AXIS][@OUTPUT], boxes[:CONF], "
-                           "lanes, or package.module:function")
+                           "a task kit's name (lanes, detect), or package.module:function")
 
 
 def _boxes(text: str | None, spec: str):
