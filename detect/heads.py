@@ -293,8 +293,9 @@ def recognize(model, *, head: str | None = None,
     """The :class:`Head` of ``model`` (an ``onnx.ModelProto`` or a path): its kind, input, outputs, class count and
     names. ``head`` forces a kind (refused with the reason where the graph does not fit it); ``labels`` (a file or
     a list) names the classes and must match their count. A dynamic input size comes from Ultralytics' ``imgsz``
-    metadata, else from the output's row count, else 640x640."""
-    facts = model_facts(model)
+    metadata, else from the output's row count, else 640x640. ``model`` may also be the :class:`ModelFacts` of a
+    signature (a served model's, read without onnx)."""
+    facts = model if isinstance(model, ModelFacts) else model_facts(model)
     _refuse_task(facts)
     grids = [o for o in facts.outputs if o.shape is not None and len(o.shape) == 5]
     if grids and len(grids) < len(facts.outputs):

@@ -80,21 +80,20 @@ def _image_input(info):
 
 
 def _recognize(info, image, names):
-    """recognize() on a graph holding only the served signature (onnx.helper: no weights, no nodes)."""
-    from onnx import TensorProto, helper
-
+    """recognize() on the served signature's facts (no onnx: the device page describes every served model with
+    this, and must stay small)."""
     from orinkit.detect.heads import recognize
+    from orinkit.detect.heads_meta import ModelFacts, TensorFacts
     from orinkit.detect.labels import check_count
 
-    def value(name: str, dims, integer: bool = False):
-        shape = [d if d > 0 else f"{name}_{i}" for i, d in enumerate(dims)]
-        return helper.make_tensor_value_info(name, TensorProto.INT32 if integer else TensorProto.FLOAT, shape)
+    def facts(name: str, dims, integer: bool = False) -> TensorFacts:
+        return TensorFacts(name, tuple(d if d > 0 else None for d in dims), integer)
 
     batch = (-1,) if info.max_batch_size > 0 else ()
     name, height, width = image
-    inputs = [value(name, (-1, 3, height or -1, width or -1))]
-    outputs = [value(t.name, (*batch, *t.dims), t.dtype.startswith(("INT", "UINT"))) for t in info.outputs]
-    head = recognize(helper.make_model(helper.make_graph([], "served", inputs, outputs)))
+    inputs = (facts(name, (-1, 3, height or -1, width or -1)),)
+    outputs = tuple(facts(t.name, (*batch, *t.dims), t.dtype.startswith(("INT", "UINT"))) for t in info.outputs)
+    head = recognize(ModelFacts(inputs=inputs, outputs=outputs))
     if names:
         check_count(names, head.num_classes, "the config's names")
         head = replace(head, names=names, num_classes=head.num_classes or len(names))
