@@ -154,10 +154,7 @@ def _role(name: str) -> str | None:
     return None
 
 
-def _fit_efficient_nms(facts: ModelFacts, size):
-    outputs = facts.outputs
-    if len(outputs) != 4:
-        raise _Misfit(f"it has 4 outputs (num_dets, boxes, scores, classes), the graph has {len(outputs)}")
+def _efficient_nms_roles(outputs: Sequence[TensorFacts]) -> dict[str, TensorFacts]:
     roles: dict[str, TensorFacts] = {}
     for output in outputs:
         role = _role(output.name)
@@ -165,6 +162,30 @@ def _fit_efficient_nms(facts: ModelFacts, size):
             roles[role] = output
     if len(roles) < 4:  # names say nothing: the plugin's own output order
         roles = dict(zip(("num_dets", "boxes", "scores", "classes"), outputs))
+    return roles
+
+
+def _looks_like_efficient_nms(outputs: Sequence[TensorFacts]) -> bool:
+    """Whether four outputs have EfficientNMS' shapes: an integer num_dets [B, 1], boxes [B, K, 4], scores [B, K]
+    and classes [B, K] on one K. Four outputs alone say little (YOLOv5's raw maps beside its rows, CenterFace's
+    heatmap, scale, offset and landmarks)."""
+    if len(outputs) != 4:
+        return False
+    roles = _efficient_nms_roles(outputs)
+    count, boxes, scores, classes = (roles[r].shape for r in ("num_dets", "boxes", "scores", "classes"))
+    if None in (count, boxes, scores, classes) or not roles["num_dets"].integer:
+        return False
+    if len(count) != 2 or count[1] not in (1, None) or len(boxes) != 3 or boxes[2] not in (4, None) \
+            or len(scores) != 2 or len(classes) != 2:
+        return False
+    return len({boxes[1], scores[1], classes[1]} - {None}) <= 1
+
+
+def _fit_efficient_nms(facts: ModelFacts, size):
+    outputs = facts.outputs
+    if len(outputs) != 4:
+        raise _Misfit(f"it has 4 outputs (num_dets, boxes, scores, classes), the graph has {len(outputs)}")
+    roles = _efficient_nms_roles(outputs)
     ranks = {role: None if t.shape is None else len(t.shape) for role, t in roles.items()}
     boxes = roles["boxes"].shape
     if ranks["boxes"] != 3 or boxes[2] not in (4, None) or ranks["scores"] != 2 or ranks["classes"] != 2 \
@@ -253,7 +274,7 @@ def _grid_kind(rows_first, columns, size) -> str | None:
 
 def _auto_kind(facts: ModelFacts, size: tuple[int, int]) -> str:
     outputs = facts.outputs
-    if len(outputs) == 4:
+    if _looks_like_efficient_nms(outputs):
         return "efficient_nms"
     if len(outputs) == 2:
         return "detr"

