@@ -4,14 +4,19 @@
    INT8 is judged first.
 2. The calibration method is part of the search: when --calib-method is not given and every node in INT8 misses
    the gate, the other method is calibrated too and the better of the two is searched on (the time ModelOpt
-   takes is calibration time, never counted in ``--gate-budget``).
-3. A detector's first guess of what stays out of INT8 (:mod:`orinkit.convert.int8.detector`) is judged as a
-   whole; when it passes, each of its nodes goes back to INT8 where the gate allows.
-4. Otherwise the FP16 gate's search (:class:`~orinkit.convert.fp16.gate.Fp16Gate`: rank each node's own error,
-   keep nodes out in that order doubling then bisecting, return the unneeded ones, all within ``--gate-budget``)
-   runs on that graph with a switch per quantized node: excluding a node makes it read its float inputs instead
-   of the dequantized ones. The scales stay valid, so no candidate needs ModelOpt again. A detector's nodes are
-   ranked by how far they move the class scores (its boxes metric cannot tell one node from another).
+   takes is calibration time, never counted in ``--gate-budget``), unless every node in INT8 keeps less than
+   :data:`FAR_FROM_MARK` of the task metric's pass mark: the search decides there, on the first calibration.
+3. A family's first guess of what stays out of INT8 is judged as a whole: a detector's
+   (:mod:`orinkit.convert.int8.detector`), else a transformer-style net's (:mod:`orinkit.convert.int8.attention`,
+   recognised by a Softmax between MatMuls); when it passes, its nodes go back to INT8 in halving groups.
+4. Otherwise the search runs on that graph with a switch per quantized node: excluding a node makes it read its
+   float inputs instead of the dequantized ones. The scales stay valid, so no candidate needs ModelOpt again.
+   Quantized nodes that are no Conv/MatMul/Gemm cost the INT8 share nothing and leave INT8 with the first compute
+   node; the compute nodes are ranked by their own error (1 - cosine of the outputs on the worst sample; a
+   detector's by how far they move the class scores, which its boxes metric cannot tell apart), and at most as
+   many leave INT8 in that order as ``--int8-min-share`` allows: that many is judged first (where it misses, the
+   search stops: no exclusion set within the share passes), then the fewest are bisected and the unneeded nodes
+   return to INT8 in halving groups, all within ``--gate-budget``.
 5. ModelOpt runs once more with ``nodes_to_exclude`` and FP16 as the high precision (what TensorRT 10/11 build
    strongly typed), and that graph, the artifact, is judged once. Should ModelOpt's second placement miss the
    gate where the search met it, the searched graph with the excluded nodes' Q/DQ pairs removed is written
@@ -31,6 +36,7 @@ from pathlib import Path
 from orinkit.convert.errors import ConvertError, LibraryCrashError, QuantizationError
 from orinkit.convert.fp16.criteria import badness
 from orinkit.convert.fp16.gate import DOING, Fp16Gate, GateOptions, GateReport, Verdict
+from orinkit.convert.int8 import attention
 from orinkit.convert.int8.detector import first_guess, score_drift
 from orinkit.convert.int8.qdq import int8_compute, quantized_nodes
 from orinkit.convert.int8.report import DEFAULT_MIN_SHARE, Excluded, Int8Report, MethodTrial, failing_lines
@@ -41,6 +47,14 @@ __all__ = ["Excluded", "Int8Gate", "Int8Report", "run_int8_gate"]
 HOST = "orinkit.convert.int8.host"
 # (method, excluded nodes) → the Q/DQ graph written with them out of INT8
 Writer = Callable[[str, tuple[str, ...]], Path]
+# Every node in INT8 changing more than this share of the answers the pass mark asks for is not a calibration that
+# another method brings back: on a text recogniser both methods changed every decoded line, and the second ModelOpt
+# run (45-115 s there) was time the search needed. The search decides there, on the first calibration.
+FAR_FROM_MARK = 0.5
+# One FP16 evaluation costing more than this share of --gate-budget switches the search to the FP32-widened graph
+# (3x faster on onnxruntime's CPU kernels; orinkit.convert.int8.host): on a text recogniser one FP16 evaluation of
+# 48 lines took 58 s of a 150 s budget under load.
+WIDEN_SHARE = 1 / 8
 # The pass mark of the boxes metric the auto criterion chooses for INT8 (FP16 keeps 0.99): the detectors issue's
 # goal, F1 >= 0.95 against FP32 with the scores' ±0.05 tolerance. INT8 moves scores by ~0.1, which no calibration
 # takes back entirely: on the YOLOv8n measured, 0.95 kept 63 of 64 convolutions INT8 after a 20 s search, 0.99
@@ -59,13 +73,15 @@ class Int8Gate(Fp16Gate):
     fallback = "out of INT8"
     doing = {**DOING, "load": "load the Q/DQ model", "emulate": "run the Q/DQ model on the gate's samples",
              "run_file": "run the final Q/DQ model on the gate's samples",
-             "load_method": "load the other calibration's Q/DQ model", "use_method": "switch calibrations"}
+             "load_method": "load the other calibration's Q/DQ model", "use_method": "switch calibrations",
+             "widen": "load the Q/DQ model widened to FP32"}
 
     def __init__(self, qdq_path: Path, fp32_path: Path, samples, options: GateOptions, *,
                  finish: tuple[Writer, Writer], methods: Sequence[str] = ("entropy",),
                  calibrate: Callable[[str], Path] | None = None, first_seconds: float = 0.0,
-                 progress=lambda message: None) -> None:
+                 min_share: float = DEFAULT_MIN_SHARE, progress=lambda message: None) -> None:
         super().__init__(qdq_path, samples, options, progress=progress)
+        self.min_share = min_share
         self.first_seconds = first_seconds  # what ModelOpt took to calibrate with methods[0]
         self.fp32_path, self.finish = Path(fp32_path), finish
         self.methods, self.calibrate = tuple(methods), calibrate
@@ -118,10 +134,17 @@ class Int8Gate(Fp16Gate):
         return verdict
 
     def _badness(self, candidate, indices: Sequence[int]) -> float:
-        """A detector's largest score change, else the numeric criterion's badness."""
+        """A detector's largest score change, else 1 - cosine of the outputs (the badness where one is not finite)."""
         drift = None if self.detector is None else score_drift(
             self.detector, self.names, [self.reference[i] for i in indices], candidate)
-        return drift if drift is not None else badness(self._judge(candidate, list(indices), task=False).metrics)
+        if drift is not None:
+            return drift
+        metrics = self._judge(candidate, list(indices), task=False).metrics
+        if any(m.nonfinite for m in metrics):
+            return badness(metrics)
+        # The max error saturates in INT8 (most of a text recogniser's convolutions alone moved some probability by
+        # ~1.0, so they tied); 1 - cosine keeps ranking them by how much of the output they move.
+        return max((1.0 - m.cosine for m in metrics), default=0.0)
 
     def _alone(self, converted, index: int) -> float:
         self.evaluations += 1
@@ -177,24 +200,95 @@ class Int8Gate(Fp16Gate):
         self.started = time.monotonic()
         self.beat.say(f"  INT8 ({self.method} calibration) misses the gate with every node in INT8: "
                       + "; ".join(failing_lines(first)))
+        self._widen()
         guessed = self._try_guess(forced)
         if guessed is not None:
             return self._report(first, forced | frozenset(guessed), forced, (), tuple(guessed))
-        candidates = [n for n in self.units if n not in forced]
+        # A quantized node that is no Conv/MatMul/Gemm (an Add, a Mul, a reshape ModelOpt gave a Q/DQ pair for
+        # TensorRT's fusions) costs the INT8 share nothing: those leave INT8 with the first compute node, unranked,
+        # and return in halving groups where the gate does not need them. Only the compute nodes are ranked and
+        # bisected over (45 of the 128 quantized nodes of the text recogniser measured).
+        compute = set(self._compute()[1])
+        free = frozenset(n for n in self.units if n not in forced and n not in compute)
+        candidates = [n for n in self.units if n not in forced and n in compute]
         per_sample = (self.evaluation_seconds[0] if self.evaluation_seconds else 0.0) / max(len(self.samples), 1)
         order = self._rank(candidates, {}, per_sample)
         if self.exhausted:
             unranked = sum(n not in self.contributions for n in candidates)
             self._shortfall("ranking the nodes", 3 * _log2(len(candidates)), unranked * per_sample)
         before = self.exhausted
-        best = self._smallest_prefix(forced, order)
+        cap = self._share_cap(forced, order)
+        # All of them out is the float model, which passes: judged only where the share bounds the search.
+        verdict = self.evaluate(forced | free | frozenset(order[:cap])) if cap < len(order) else None
+        if verdict is not None and not verdict.passed:  # more must leave INT8 than the share allows
+            self.notes.append(f"with the {cap} compute nodes that move the outputs most out of INT8 (all that "
+                              f"--int8-min-share {self.min_share:g} allows) and the {len(free)} other quantized "
+                              f"nodes, INT8 still misses the gate ({self._measure(verdict)}): the search stops "
+                              "there")
+            self.beat.say(f"  note: {self.notes[-1]}")
+            chosen = tuple(n for n in self.units if n in free or n in order[:cap])
+            return self._report(first, forced | frozenset(chosen), forced, (), chosen)
+        best = self._smallest_prefix(forced | free, order[:cap], passing=True)
         if self.exhausted and not before:
             self._shortfall("looking for the fewest nodes out of INT8", _log2(len(best)) + len(best))
         before = self.exhausted
-        searched = self._prune(forced, best)
+        back = list(reversed(best)) + [n for n in self.units if n in free]
+        searched = self._return_groups(forced, back, what="searched")
         if self.exhausted and not before:
             self._shortfall("returning nodes to INT8", len(searched))
         return self._report(first, forced | frozenset(searched), forced, (), tuple(searched))
+
+    def _share_cap(self, forced: frozenset[str], order: Sequence[str]) -> int:
+        """The longest prefix of ``order`` that leaves --int8-min-share of the compute nodes in INT8 (with
+        ``forced`` out too): the search never judges more out of INT8, which could not pass anyway."""
+        if self.min_share <= 0:
+            return len(order)
+        int8_nodes, compute = self._compute()
+        counted = set(int8_nodes)
+        allowed = len(counted) - math.ceil(self.min_share * len(compute) - 1e-9) - len(counted & forced)
+        if allowed < 0:  # ModelOpt's own placement is below the share: the result fails on it whatever is searched
+            return len(order)
+        taken = 0
+        for index, node in enumerate(order):
+            taken += node in counted
+            if taken > allowed:
+                return index
+        return len(order)
+
+    def _compute(self) -> tuple[list[str], list[str]]:
+        """(the Conv/MatMul/Gemm nodes ModelOpt put in INT8, every Conv/MatMul/Gemm node) of the searched graph."""
+        import onnx
+
+        return int8_compute(onnx.load(str(self.paths[self.method]), load_external_data=False))
+
+    def _smallest_prefix(self, keep: frozenset[str], order: list[str], passing: bool = False) -> list[str]:
+        """The FP16 gate's doubling then bisecting; ``passing``: all of ``order`` out is known to pass (judged
+        already), so it bisects at once: log2(len(order)) evaluations instead of up to twice that."""
+        if not passing:
+            return super()._smallest_prefix(keep, order)
+        failing, passing_at = 0, len(order)
+        while passing_at - failing > 1 and not self._out_of_budget():
+            middle = (failing + passing_at) // 2
+            self.beat.status(f"{self.what} gate: narrowing down to {middle} node(s) {self.fallback}")
+            if self.evaluate(keep | frozenset(order[:middle])).passed:
+                passing_at = middle
+            else:
+                failing = middle
+        return order[:passing_at]
+
+    def _widen(self) -> None:
+        """Search on the FP32-widened graph where one FP16 evaluation costs more than WIDEN_SHARE of the budget;
+        its verdicts are kept apart from the FP16 ones."""
+        each = self.evaluation_seconds[-1] if self.evaluation_seconds else 0.0
+        if each <= WIDEN_SHARE * self.options.budget_s:
+            return
+        self._call("widen", self.keys[self.method], str(self.paths[self.method]))
+        self._cache = self.caches[self.method] = {}
+        self.evaluation_seconds.clear()
+        self.notes.append(f"one evaluation in FP16 took {each:.0f} s of the {self.options.budget_s:g} s budget: the "
+                          "search judges the Q/DQ graph widened to FP32 (the same scales, about 3x faster here); "
+                          "the final graph is judged in FP16")
+        self.beat.say(f"  note: {self.notes[-1]}")
 
     def _use(self, method: str) -> None:
         self._call("use_method", self.keys[method])
@@ -221,6 +315,13 @@ class Int8Gate(Fp16Gate):
     def _try_methods(self, forced: frozenset[str], first: Verdict) -> Verdict:
         """Calibrate with each other method, judge every node INT8 with it, and keep the best one."""
         best_method, best = self.method, first
+        if self.methods[1:] and first.task is not None and first.task.agreement < FAR_FROM_MARK * (
+                self.metric.min_agreement if self.metric is not None else 1.0):
+            self.notes.append(f"every node INT8 with {self.method} calibration keeps only {self._measure(first)}, far "
+                              f"from the pass mark: the search decides on it ({', '.join(self.methods[1:])} "
+                              "calibration not tried; --calib-method chooses one)")
+            self.beat.say(f"  note: {self.notes[-1]}")
+            return first
         for method in self.methods[1:]:
             if best.passed or self.calibrate is None:
                 break
@@ -253,40 +354,45 @@ class Int8Gate(Fp16Gate):
         return best
 
     def _try_guess(self, forced: frozenset[str]) -> list[str] | None:
-        """A detector's first guess, judged as a whole; when it passes, its nodes return to INT8 where they may."""
-        if self.detector is None:
-            return None
+        """A family's first guess (a detector's, else a transformer's), judged as a whole; when it passes, its nodes
+        return to INT8 where they may."""
         import onnx
 
         model = onnx.load(str(self.paths[self.method]), load_external_data=False)
-        self.guess = tuple(n for n in first_guess(model, self.units) if n not in forced)
+        if self.detector is not None:
+            family, what = "detector", "the first convolution, the head's last ones"
+            guessed = first_guess(model, self.units)
+        else:
+            family, what = "attention", "attention's MatMuls and Softmax inputs, LayerNorm, the first and last layers"
+            guessed = attention.first_guess(model, self.units)
+        self.guess = tuple(n for n in guessed if n not in forced)
         if not self.guess:
             return None
-        self.beat.status(f"INT8 gate: the detector's first guess ({len(self.guess)} nodes out of INT8)")
+        self.beat.status(f"INT8 gate: the {family} first guess ({len(self.guess)} nodes out of INT8)")
         verdict = self.evaluate(forced | frozenset(self.guess))
-        self.beat.say(f"  the detector's first guess ({len(self.guess)} nodes out of INT8: the first convolution, "
-                      f"the head's last ones): {self._measure(verdict)} ({'passes' if verdict.passed else 'misses'})")
+        self.beat.say(f"  the {family} first guess ({len(self.guess)} nodes out of INT8: {what}): "
+                      f"{self._measure(verdict)} ({'passes' if verdict.passed else 'misses'})")
         if not verdict.passed:
-            self.notes.append(f"the detector's first guess ({len(self.guess)} nodes out of INT8) missed the gate "
+            self.notes.append(f"the {family} first guess ({len(self.guess)} nodes out of INT8) missed the gate "
                               f"({self._measure(verdict)}): the search started from every node in INT8")
             return None
         return self._return_groups(forced, [*self.guess[1:], *self.guess[:1]])
 
-    def _return_groups(self, base: frozenset[str], nodes: list[str]) -> list[str]:
+    def _return_groups(self, base: frozenset[str], nodes: list[str], what: str = "first guess's") -> list[str]:
         """``nodes`` (all out of INT8, passing) returned to INT8 a group at a time, a group halved when the gate
         fails without it: where most of a guess is not needed this takes a few evaluations instead of one per node.
         ``nodes`` come least likely needed first (the head's last convolutions before the first convolution)."""
         kept, queue = list(nodes), [list(nodes)]  # all of them back is every node in INT8: judged (cached) already
         while queue and not self._out_of_budget():
             group = queue.pop(0)
-            self.beat.status(f"INT8 gate: trying {len(group)} of the first guess's nodes in INT8 again")
+            self.beat.status(f"INT8 gate: trying {len(group)} of the {what} nodes in INT8 again")
             trial = [n for n in kept if n not in group]
             if self.evaluate(base | frozenset(trial)).passed:
                 kept = trial
             elif len(group) > 1:
                 queue[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
         if queue:
-            self._shortfall("returning the first guess's nodes to INT8", sum(len(g) for g in queue))
+            self._shortfall(f"returning the {what} nodes to INT8", sum(len(g) for g in queue))
         return [n for n in self.units if n in kept]
 
     def _shortfall(self, doing: str, evaluations: int, extra_seconds: float = 0.0) -> None:
@@ -308,7 +414,7 @@ class Int8Gate(Fp16Gate):
         reasons = []
         keep = frozenset(report.keep_fp32)
         ranked = sorted(self.contributions, key=lambda n: -self.contributions[n])
-        measure = "score change" if self.detector is not None else "INT8 error"
+        measure = "score change" if self.detector is not None else "INT8 error (1 - cosine)"
         for node in report.keep_fp32:
             if node in report.forced:
                 reasons.append(Excluded(node, "asked for (--int8-exclude)"))
@@ -340,7 +446,7 @@ def run_int8_gate(qdq_path: Path, fp32_path: Path, samples, options: GateOptions
 
     started = time.monotonic()
     gate = Int8Gate(qdq_path, fp32_path, samples, options, finish=finish, methods=methods, calibrate=calibrate,
-                    first_seconds=first_seconds, progress=progress)
+                    first_seconds=first_seconds, min_share=min_share, progress=progress)
     search = gate.run()
     path, verdict = gate.artifact
     final = onnx.load(str(path), load_external_data=False)

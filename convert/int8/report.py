@@ -61,7 +61,7 @@ class Int8Report:
     notes: list[str] = field(default_factory=list)
     min_share: float = DEFAULT_MIN_SHARE
     methods: tuple[MethodTrial, ...] = ()  # the calibrations tried, in order
-    guess: tuple[str, ...] = ()  # a detector's first guess of what stays out of INT8 (judged before the search)
+    guess: tuple[str, ...] = ()  # a family's first guess of what stays out of INT8 (judged before the search)
     needs: str = ""  # what a search that ended at its budget would have needed
     metric_mark: float | None = None  # the task metric's pass mark in the INT8 gate (the engine is judged by it)
 

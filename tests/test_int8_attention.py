@@ -1,0 +1,144 @@
+"""The INT8 search on transformer-style nets: the attention first guess, found from the graph's structure (a Softmax
+between MatMuls), on a small convolution + attention + CTC-head net exported by torch; and (slow) edge-convert
+--int8 on a published SVTR-style text recogniser, PP-OCRv4 rec as the rapidocr-onnxruntime wheel ships it (fetched
+at test time, tests/detector_models.py), calibrated and judged on drawn text lines (tests/text_lines.py), by the
+decoded text."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from orinkit.convert.int8.attention import attention_blocks, first_guess
+
+
+class _Recogniser:
+    """A conv stem, one pre-norm attention block written out (Q·K^T, Softmax, ·V) and a linear CTC head: the
+    layout of SVTR-style recognisers, at toy size."""
+
+    def __new__(cls, attention: bool = True):
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.Hardswish(),
+                                          nn.Conv2d(16, 32, 3, stride=(2, 1), padding=1), nn.Hardswish())
+                self.norm1, self.norm2 = nn.LayerNorm(32), nn.LayerNorm(32)
+                self.qkv, self.proj = nn.Linear(32, 96), nn.Linear(32, 32)
+                self.mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32))
+                self.head = nn.Linear(32, 40)
+
+            def forward(self, x):
+                x = self.stem(x).mean(dim=2).transpose(1, 2)  # [B, steps, 32]
+                if attention:
+                    q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+                    weights = torch.softmax(q @ k.transpose(1, 2) * 32 ** -0.5, dim=-1)
+                    x = x + self.proj(weights @ v)
+                x = x + self.mlp(self.norm2(x))
+                return torch.softmax(self.head(x), dim=-1)
+
+        torch.manual_seed(0)
+        return Net().eval()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict:
+    import torch
+
+    from orinkit.convert import export_torch
+
+    folder = tmp_path_factory.mktemp("attention")
+    paths = {}
+    for name, attention in (("attention", True), ("plain", False)):
+        path = folder / f"{name}.onnx"
+        export_torch(_Recogniser(attention), [torch.zeros(1, 3, 32, 64)], path, input_names=["x"],
+                     output_names=["probabilities"])
+        paths[name] = onnx.load(str(path))
+        paths[f"{name}_path"] = path
+    return paths
+
+
+@pytest.fixture(scope="module")
+def quantized(exported, tmp_path_factory):
+    """The attention net through real ModelOpt (max calibration on 32 noisy line-like inputs)."""
+    pytest.importorskip("modelopt")
+    from orinkit.convert.int8.modelopt_run import quantize_in_child
+
+    folder = tmp_path_factory.mktemp("attention-qdq")
+    rng = np.random.default_rng(0)
+    x = (rng.random((32, 3, 32, 64), dtype=np.float32) - 0.5) * 2
+    np.savez(folder / "calib.npz", x=x)
+    path = folder / "qdq.onnx"
+    quantize_in_child(exported["attention_path"], path, folder / "calib.npz", method="max")
+    return path
+
+
+def _ops(model) -> dict[str, str]:
+    return {n.name: n.op_type for n in model.graph.node}
+
+
+def test_the_attention_block_is_found_from_the_graph(exported):
+    model = exported["attention"]
+    blocks = attention_blocks(model)
+    assert len(blocks) == 1
+    softmax, matmuls, _ = blocks[0]
+    ops = _ops(model)
+    assert ops[softmax] == "Softmax" and [ops[m] for m in matmuls] == ["MatMul", "MatMul"]
+    weights = {i.name for i in model.graph.initializer}
+    for name in matmuls:  # Q·K^T and weights·V: both inputs are activations, not weights
+        node = next(n for n in model.graph.node if n.name == name)
+        assert not set(node.input) & weights
+    # The head's Softmax reads a projection of weights: no attention block; nor in the net without attention.
+    assert attention_blocks(exported["plain"]) == []
+
+
+def test_the_first_guess_keeps_attention_layernorm_and_the_ends_out_of_int8(exported):
+    model = exported["attention"]
+    ops = _ops(model)
+    units = [n.name for n in model.graph.node]  # every node as if quantized: the guess picks among them
+    guess = first_guess(model, units)
+    (_, matmuls, _), = attention_blocks(model)
+    assert set(matmuls) <= set(guess)
+    first_conv = next(n.name for n in model.graph.node if n.op_type == "Conv")
+    assert first_conv in guess
+    assert [ops[n] for n in guess].count("LayerNormalization") == 2
+    # The stem's mean over the height is a pooling, not a LayerNorm's: left to the search.
+    assert "ReduceMean" in ops.values() and "ReduceMean" not in {ops[n] for n in guess}
+    # The head's projection (the last compute node before the output) stays out; the other projections (qkv,
+    # proj, the MLP's) and the second convolution are left to the search.
+    compute = [n.name for n in model.graph.node if n.op_type in ("Conv", "MatMul", "Gemm")]
+    assert compute[-1] in guess
+    left = [n for n in compute if n not in guess]
+    assert len(left) >= 5 and all(ops[n] in ("Conv", "MatMul", "Gemm") for n in left)
+    assert first_guess(model, []) == ()  # only quantized nodes are guessed
+    assert first_guess(exported["plain"], [n.name for n in exported["plain"].graph.node]) == ()
+
+
+# The published recogniser (PP-OCRv4 rec, 51 compute nodes) at the default share is measured by
+# `python benchmarks/int8.py --only ppocr_rec` (6 minutes here: too long for CI's budget).
+
+
+def test_on_modelopts_graph_the_guess_is_quantized_nodes_and_the_share_bounds_the_search(quantized):
+    from orinkit.convert.int8.gate import Int8Gate
+    from orinkit.convert.int8.qdq import int8_compute, quantized_nodes
+
+    model = onnx.load(str(quantized))
+    units = quantized_nodes(model)
+    guess = first_guess(model, units)
+    assert guess and set(guess) <= set(units)
+    assert attention_blocks(model)  # still found through ModelOpt's Q/DQ pairs
+    int8_nodes, compute = int8_compute(model)
+    assert next(n.name for n in model.graph.node if n.op_type == "Conv") in guess
+    # The share bounds how many compute nodes the search may take out of INT8: never below --int8-min-share.
+    gate = Int8Gate.__new__(Int8Gate)
+    gate.paths, gate.method = {"max": quantized}, "max"
+    for share in (0.3, 0.5):
+        gate.min_share = share
+        cap = gate._share_cap(frozenset(), list(int8_nodes))
+        assert (len(int8_nodes) - cap) / len(compute) >= share
+        assert cap == len(int8_nodes) or (len(int8_nodes) - cap - 1) / len(compute) < share
+    gate.min_share = 0.0
+    assert gate._share_cap(frozenset(), list(int8_nodes)) == len(int8_nodes)
