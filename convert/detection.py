@@ -104,7 +104,8 @@ def box_metric(model, conf: float | None = None):
             result = measure(reference, candidate)
         except module.NoBoxesError as exc:
             raise NothingToJudgeError(exc.message, hint=exc.hint) from None
-        return MetricResult("boxes", result.agreement, True, result.detail)
+        return MetricResult("boxes", result.agreement, result.map_met, result.detail,
+                            rank=result.agreement * result.map50_95)
 
     return agreement
 

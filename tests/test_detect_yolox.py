@@ -137,8 +137,9 @@ def converted_int8(yolox_glyphs_onnx, tmp_path_factory):  # noqa: F811
 @pytest.mark.timeout(1200)
 def test_int8_on_a_real_yolox_keeps_most_convolutions_int8_and_its_boxes(converted_int8):
     """The issue saw a YOLOX end with 0 of 83 convolutions INT8 and exit 0 (the range criterion on raw grid rows);
-    judged by boxes, every convolution stays INT8 (measured 83 of 83, max calibration; the INT8 stage took 30 s
-    here, the whole conversion about a minute)."""
+    judged by boxes, most convolutions stay INT8 and the boxes where FP32 puts them (measured 73 of 83, box F1 0.99,
+    mAP50-95 0.993 against FP32, from the first guess: stem, box branch, non-compute nodes; the INT8 stage took 134 s
+    here, the whole conversion about three minutes)."""
     import onnxruntime as ort
 
     from orinkit.detect.gate_metric import box_metric, detector_samples
@@ -163,8 +164,10 @@ def test_int8_on_a_real_yolox_keeps_most_convolutions_int8_and_its_boxes(convert
     measured = box_metric(head)(outputs(fp32), outputs(result.output / "model.int8.onnx"))
     print(f"YOLOX INT8: {len(report.int8_nodes)}/{report.compute_nodes} convs INT8, method {report.method}, boxes F1 "
           f"{measured.agreement:.4f} ({measured.detail}), {report.seconds:.0f} s in the INT8 stage")
-    # measured 0.979 here (46 of 47 FP32 boxes, 1 extra; mAP50-95 vs FP32 0.89); the gate's own judgment 0.989
+    # measured 0.990 here (47 of 47 FP32 boxes, 1 extra; mAP50-95 vs FP32 0.993, 0.89-0.905 before the gate asked
+    # mAP50-95 >= 0.99)
     assert measured.boxes >= 40 and measured.agreement >= 0.95
+    assert measured.map50_95 >= 0.98, measured.detail
     assert report.int8.task.agreement == pytest.approx(measured.agreement, abs=0.03)
 
 

@@ -10,7 +10,8 @@
   (default 1) agrees, worst sample.
 - ``boxes[:CONF]``: object detectors (:mod:`orinkit.detect.gate_metric`). The boxes of FP32 and FP16 are decoded
   by orinkit.detect's post-processing (NMS, score threshold CONF, default 0.25) and FP16's are matched to FP32's
-  per class at IoU >= 0.5: the agreement is the F1 of the matches (mAP50-95 against FP32 in the detail). Bound
+  per class at IoU >= 0.5: the agreement is the F1 of the matches; mAP50-95 against FP32 must reach 0.99 too
+  (in the detail; a box-regression branch that moves every box fails there, at F1 0.98). Bound
   to the model when the gate loads it; ``--criterion auto`` chooses it for every model with a detection head.
 - ``lanes``: LaneATT. The proposals of FP32 and FP16 are decoded by the real post-processing (CULane settings)
   and FP16's lanes are scored against FP32's with the CULane rule (lanes 30 px wide at 1640x590, IoU >= 0.5,
@@ -19,7 +20,8 @@
   per sample (output name → array) for each; it returns a bool, an agreement in [0, 1], or a
   :class:`MetricResult`.
 
-A metric passes when its agreement reaches ``min_agreement`` (default 0.99).
+A metric passes when its agreement reaches ``min_agreement`` (default 0.99) and a :class:`MetricResult` it returns
+does not fail on its own terms (``passed`` False).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class MetricResult:
     agreement: float  # in [0, 1]
     passed: bool
     detail: str = ""
+    # A finer measure to compare two failing results by (the INT8 gate's choice between calibrations); None: the
+    # agreement. The boxes metric gives F1 x mAP50-95, since a result fails on either.
+    rank: float | None = None
 
     def describe(self) -> str:
         state = "ok" if self.passed else "FAIL"
@@ -91,15 +96,16 @@ class TaskMetric:
         except Exception as exc:
             raise MetricError(f"--metric {self.spec} failed: {type(exc).__name__}: {exc}",
                               hint="fix the metric function, or check that it fits this model's outputs") from exc
+        vetoed, rank = False, None  # a MetricResult that fails on its own terms (the boxes' mAP50-95 bound) fails
         if isinstance(value, MetricResult):
-            agreement, detail = value.agreement, value.detail
+            agreement, detail, vetoed, rank = value.agreement, value.detail, not value.passed, value.rank
         elif isinstance(value, (bool, np.bool_)) or (
                 isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(float(value))):
             agreement, detail = float(value), ""
         else:
             raise MetricError(f"--metric {self.spec} returned {value!r}",
                               hint="return a bool, a number in [0, 1], or a MetricResult")
-        return MetricResult(self.spec, agreement, agreement >= self.min_agreement, detail)
+        return MetricResult(self.spec, agreement, agreement >= self.min_agreement and not vetoed, detail, rank)
 
 
 def _topk(k: int, output: str | None):

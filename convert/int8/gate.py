@@ -37,7 +37,7 @@ from orinkit.convert.errors import ConvertError, LibraryCrashError, Quantization
 from orinkit.convert.fp16.criteria import badness
 from orinkit.convert.fp16.gate import DOING, Fp16Gate, GateOptions, GateReport, Verdict
 from orinkit.convert.int8 import attention
-from orinkit.convert.int8.detector import first_guess, score_drift
+from orinkit.convert.int8.detector import guess_groups, score_drift
 from orinkit.convert.int8.qdq import int8_compute, quantized_nodes
 from orinkit.convert.int8.report import DEFAULT_MIN_SHARE, Excluded, Int8Report, MethodTrial, failing_lines
 from orinkit.convert.preflight import closest
@@ -233,7 +233,7 @@ class Int8Gate(Fp16Gate):
             self._shortfall("looking for the fewest nodes out of INT8", _log2(len(best)) + len(best))
         before = self.exhausted
         back = list(reversed(best)) + [n for n in self.units if n in free]
-        searched = self._return_groups(forced, back, what="searched")
+        searched = self._return_groups(forced, [back], what="searched")
         if self.exhausted and not before:
             self._shortfall("returning nodes to INT8", len(searched))
         return self._report(first, forced | frozenset(searched), forced, (), tuple(searched))
@@ -305,7 +305,7 @@ class Int8Gate(Fp16Gate):
     @staticmethod
     def _rank_key(verdict: Verdict) -> tuple:
         if verdict.task is not None:
-            value = verdict.task.agreement
+            value = verdict.task.agreement if verdict.task.rank is None else verdict.task.rank
         elif verdict.maps:
             value = min(m.agreement for m in verdict.maps)
         else:
@@ -360,12 +360,15 @@ class Int8Gate(Fp16Gate):
 
         model = onnx.load(str(self.paths[self.method]), load_external_data=False)
         if self.detector is not None:
-            family, what = "detector", "the first convolution, the head's last ones"
-            guessed = first_guess(model, self.units)
+            family, what = "detector", ("the stem's convolutions, the head's last ones, its box branch and "
+                                        "the quantized non-compute nodes")
+            groups = guess_groups(model, self.units, self.detector)
         else:
             family, what = "attention", "attention's MatMuls and Softmax inputs, LayerNorm, the first and last layers"
             guessed = attention.first_guess(model, self.units)
-        self.guess = tuple(n for n in guessed if n not in forced)
+            groups = [guessed[1:], guessed[:1]]  # the first compute node returns last
+        groups = [g for g in ([n for n in group if n not in forced] for group in groups) if g]
+        self.guess = tuple(n for group in groups[::-1][:1] + groups[:-1] for n in group)
         if not self.guess:
             return None
         self.beat.status(f"INT8 gate: the {family} first guess ({len(self.guess)} nodes out of INT8)")
@@ -376,13 +379,15 @@ class Int8Gate(Fp16Gate):
             self.notes.append(f"the {family} first guess ({len(self.guess)} nodes out of INT8) missed the gate "
                               f"({self._measure(verdict)}): the search started from every node in INT8")
             return None
-        return self._return_groups(forced, [*self.guess[1:], *self.guess[:1]])
+        return self._return_groups(forced, groups)
 
-    def _return_groups(self, base: frozenset[str], nodes: list[str], what: str = "first guess's") -> list[str]:
-        """``nodes`` (all out of INT8, passing) returned to INT8 a group at a time, a group halved when the gate
-        fails without it: where most of a guess is not needed this takes a few evaluations instead of one per node.
-        ``nodes`` come least likely needed first (the head's last convolutions before the first convolution)."""
-        kept, queue = list(nodes), [list(nodes)]  # all of them back is every node in INT8: judged (cached) already
+    def _return_groups(self, base: frozenset[str], groups: list[list[str]], what: str = "first guess's") -> list[str]:
+        """The nodes of ``groups`` (all out of INT8, passing) returned to INT8 a group at a time, a group that fails
+        halved after every other group was tried (breadth first: the budget ends the finest steps, not whole
+        groups never tried). Where most of a guess is not needed this takes a few evaluations instead of one per
+        node. ``groups`` come least likely needed first (the head's last convolutions before the first one)."""
+        kept = [n for group in groups for n in group]
+        queue = [list(g) for g in groups]
         while queue and not self._out_of_budget():
             group = queue.pop(0)
             self.beat.status(f"INT8 gate: trying {len(group)} of the {what} nodes in INT8 again")
@@ -390,7 +395,7 @@ class Int8Gate(Fp16Gate):
             if self.evaluate(base | frozenset(trial)).passed:
                 kept = trial
             elif len(group) > 1:
-                queue[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
+                queue += [group[:len(group) // 2], group[len(group) // 2:]]
         if queue:
             self._shortfall(f"returning the {what} nodes to INT8", sum(len(g) for g in queue))
         return [n for n in self.units if n in kept]
