@@ -23,6 +23,21 @@ JPEG_QUALITY = 90
 NOT_AN_IMAGE_HINT = "send JPEG or PNG bytes, a path to such a file, or a BGR uint8 array"
 
 
+def frame_format_name(frame_format) -> str | None:
+    """``frame_format`` as one of :data:`FRAME_FORMATS` ("jpg" and any case accepted), or None when it is none of
+    them (each caller raises its own error type, in its own words)."""
+    value = str(frame_format).lower()
+    value = "jpeg" if value == "jpg" else value
+    return value if value in FRAME_FORMATS else None
+
+
+def is_jpeg_quality(quality) -> bool:
+    """Whether ``quality`` is an integer JPEG quality in 1..100 (True and False are not)."""
+    import numpy as np
+
+    return not isinstance(quality, bool) and isinstance(quality, (int, np.integer)) and 1 <= quality <= 100
+
+
 def read_encoded(image) -> bytes | None:
     """``image``'s bytes when it is already encoded (bytes, or a file path read whole); None for anything else."""
     if isinstance(image, (bytes, bytearray, memoryview)):

@@ -14,7 +14,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from orinkit.client import Client, InvalidInputError, images
-from orinkit.client.images import FRAME_FORMATS, JPEG_QUALITY, MAX_IMAGE_BYTES, MAX_PIXELS, encode_bgr, read_encoded
+from orinkit.client.images import (
+    FRAME_FORMATS,
+    JPEG_QUALITY,
+    MAX_IMAGE_BYTES,
+    MAX_PIXELS,
+    encode_bgr,
+    frame_format_name,
+    is_jpeg_quality,
+    read_encoded,
+)
 from orinkit.detect.detections import Detections
 from orinkit.detect.errors import DetectError
 from orinkit.detect.images import as_bgr8
@@ -82,11 +91,11 @@ class RemoteDetector:
     def __init__(self, url: str = "localhost:8001", name: str = "detection", *, frame_format: str = "jpeg",
                  jpeg_quality: int = JPEG_QUALITY, max_image_bytes: int = MAX_IMAGE_BYTES,
                  max_pixels: int = MAX_PIXELS, min_side: int = MIN_SIDE, **client_options) -> None:
-        frame_format = "jpeg" if str(frame_format).lower() == "jpg" else str(frame_format).lower()
+        frame_format = frame_format_name(frame_format) or str(frame_format).lower()
         if frame_format not in FRAME_FORMATS:
             raise InvalidInputError(f"frame_format {frame_format!r} is not one the server's step decodes here",
                                     hint="use 'jpeg' (fast, for video) or 'png' (lossless)")
-        if isinstance(jpeg_quality, bool) or not isinstance(jpeg_quality, int) or not 1 <= jpeg_quality <= 100:
+        if not is_jpeg_quality(jpeg_quality):
             raise InvalidInputError(f"JPEG quality {jpeg_quality!r} is outside 1..100", hint=f"e.g. {JPEG_QUALITY}")
         self.frame_format, self.jpeg_quality = frame_format, jpeg_quality
         self.limits = {"max_bytes": max_image_bytes, "max_pixels": max_pixels, "min_side": min_side}

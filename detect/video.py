@@ -24,14 +24,13 @@ from typing import Any
 
 import numpy as np
 
+from orinkit.client.images import FRAME_FORMATS, JPEG_QUALITY, frame_format_name, is_jpeg_quality
 from orinkit.core.kits import KitError
 from orinkit.detect.detections import Detections
 from orinkit.detect.draw import draw_detections
 from orinkit.video.adapters import Adapter
 
 ENSEMBLE_OUTPUTS = frozenset({"boxes", "scores", "classes", "count"})
-FRAME_FORMATS = ("jpeg", "png")
-JPEG_QUALITY = 90
 _FLOAT_INPUTS = ("FP32", "FP16")
 
 
@@ -147,11 +146,11 @@ class DetectionAdapter(Adapter):
             raise KitError(f"track must be True or False, got {track!r}", hint="--track or --no-track")
         if conf is not None and (isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0 <= conf < 1):
             raise KitError(f"conf must be in [0, 1), got {conf!r}", hint="e.g. 0.25")
-        frame_format = "jpeg" if str(frame_format).lower() in ("jpg", "jpeg") else str(frame_format).lower()
+        frame_format = frame_format_name(frame_format) or str(frame_format).lower()
         if frame_format not in FRAME_FORMATS:
             raise KitError(f"frame format {frame_format!r} is not one the detection ensemble decodes",
                            hint="use jpeg (fast, for video) or png (lossless)")
-        if isinstance(jpeg_quality, bool) or not isinstance(jpeg_quality, int) or not 1 <= jpeg_quality <= 100:
+        if not is_jpeg_quality(jpeg_quality):
             raise KitError(f"JPEG quality {jpeg_quality!r} is outside 1..100", hint=f"e.g. {JPEG_QUALITY}")
         if track and _tracker_class() is None:
             raise KitError("tracking needs orinkit.detect.track, which this install lacks",

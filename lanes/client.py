@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from orinkit.client import Client, InvalidInputError, images
-from orinkit.client.images import FRAME_FORMATS, JPEG_QUALITY, MAX_IMAGE_BYTES, MAX_PIXELS, encode_bgr, read_encoded
+from orinkit.client.images import JPEG_QUALITY, MAX_IMAGE_BYTES, MAX_PIXELS, encode_bgr, read_encoded
 from orinkit.lanes.errors import LaneInputError
 
 
@@ -21,16 +21,15 @@ class Lane:
 # markings' edges (the model was trained on JPEG 30..95 among others).
 def check_frame_format(frame_format: str) -> str:
     """``frame_format`` in lower case, or LaneInputError when it is not one of :data:`FRAME_FORMATS`."""
-    value = str(frame_format).lower()
-    value = "jpeg" if value == "jpg" else value
-    if value not in FRAME_FORMATS:
+    value = images.frame_format_name(frame_format)
+    if value is None:
         raise LaneInputError(f"frame_format {frame_format!r} is not one Pillow's server step decodes here",
                              hint="use 'jpeg' (fast, for video) or 'png' (lossless)")
     return value
 
 
 def check_quality(quality) -> int:
-    if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 100:
+    if not images.is_jpeg_quality(quality):
         raise LaneInputError(f"JPEG quality {quality!r} is outside 1..100", hint=f"e.g. {JPEG_QUALITY}")
     return int(quality)
 

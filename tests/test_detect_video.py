@@ -205,7 +205,19 @@ def test_options_a_detector_does_not_take_are_refused_in_one_line():
     with pytest.raises(KitError, match="track must be True or False"):
         DetectionAdapter.for_model(ENSEMBLE, track="yes")
     with pytest.raises(KitError, match="frame format 'gif'"):
-        DetectionAdapter.for_model(ENSEMBLE, frame_format="gif")
+        DetectionAdapter.for_model(ENSEMBLE, frame_format="GIF")
+    for quality in (0, 101, True, 90.0):
+        with pytest.raises(KitError, match="JPEG quality"):
+            DetectionAdapter.for_model(ENSEMBLE, jpeg_quality=quality)
+    assert DetectionAdapter.for_model(ENSEMBLE, frame_format="JPG", track=False).frame_format == "jpeg"
+    # The client takes the same values, refused in its own error type before any connection.
+    from orinkit.client import InvalidInputError
+    from orinkit.detect.client import RemoteDetector
+
+    with pytest.raises(InvalidInputError, match="frame_format 'gif'"):
+        RemoteDetector("127.0.0.1:1", frame_format="GIF")
+    with pytest.raises(InvalidInputError, match="JPEG quality 0"):
+        RemoteDetector("127.0.0.1:1", jpeg_quality=0)
     assert adapter_for(ENSEMBLE, track=False).tracker is None
     assert adapter_for(ENSEMBLE).tracker is not None  # tracking is the default
     # --track for models that are no detector: a lane model (its kit) and a classifier (the generic adapter)
