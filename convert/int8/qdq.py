@@ -79,6 +79,38 @@ def switchable(model) -> tuple[object, list[str]]:
     return result, units
 
 
+def constants_as_initializers(model) -> int:
+    """Move ``model``'s Constant nodes that hold a tensor a Conv/MatMul/Gemm reads into initializers, in place;
+    returns how many moved.
+
+    ModelOpt scales a Conv/MatMul weight per output channel only when the weight is an initializer: a weight that a
+    Constant node produces (paddle2onnx's exports: 32 of a PP-OCRv4 recogniser's 38 convolutions and its MatMuls)
+    gets one scale for the whole tensor, and with every node INT8 the text recogniser then changed all 48 held-out
+    lines where per-channel scales change 13. The values are the same; only where they live moves."""
+    onnx = onnx_module()
+    graph = model.graph
+    outputs = {o.name for o in graph.output}
+    # Only what a compute node reads: a Constant elsewhere (shapes, scalars of a Mul) stays as it is, so ModelOpt
+    # places its Q/DQ pairs as before on every other graph.
+    weights = {name for n in graph.node if n.op_type in COMPUTE_OPS for name in n.input}
+    moved = []
+    for node in graph.node:
+        if node.op_type != "Constant" or node.output[0] in outputs or node.output[0] not in weights:
+            continue
+        value = next((a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR),
+                     None)
+        if value is None:  # value_float, value_ints...: scalars and shapes, never weights
+            continue
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(value)
+        tensor.name = node.output[0]
+        graph.initializer.append(tensor)
+        moved.append(node)
+    for node in moved:
+        graph.node.remove(node)
+    return len(moved)
+
+
 def switch_for(units: Sequence[str], excluded: Iterable[str]) -> np.ndarray:
     """The :data:`SWITCH` value that keeps every quantized node in INT8 except ``excluded``."""
     off = set(excluded)

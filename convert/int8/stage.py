@@ -24,7 +24,7 @@ from orinkit.convert.int8.calibration import CalibrationSet, save_npz
 from orinkit.convert.int8.detector import method_order
 from orinkit.convert.int8.gate import Int8Report, run_int8_gate
 from orinkit.convert.int8.modelopt_run import quantize_in_child
-from orinkit.convert.int8.qdq import quantized_nodes, to_fp32, to_opset17, without_qdq
+from orinkit.convert.int8.qdq import constants_as_initializers, quantized_nodes, to_fp32, to_opset17, without_qdq
 from orinkit.convert.int8.report import DEFAULT_MIN_SHARE
 from orinkit.convert.stages import paced
 
@@ -43,12 +43,21 @@ def run_int8(fp32_path: Path, staging: Path, calibration: CalibrationSet, sample
     methods = (method,) if method else method_order(recognize(fp32_path))
     npz = staging / ".calibration.npz"
     calibrated: dict[str, Path] = {}
+    # ModelOpt reads weights held by Constant nodes as per-tensor: it gets them as initializers (same values).
+    source, folded = fp32_path, staging / ".int8.source.onnx"
+    model = onnx.load(str(fp32_path))
+    moved = constants_as_initializers(model)
+    if moved:
+        onnx.save(model, str(folded))
+        source = folded
+        progress(f"  {moved} Constant node(s) handed to ModelOpt as initializers (per-channel weight scales)")
+    del model
 
     def calibrate(chosen: str) -> Path:
         path = staging / f".int8.calibrated.{chosen}.onnx"
         progress(f"  calibrating with ModelOpt ({chosen}, {len(calibration.samples)} samples; in a child process)")
         with paced(progress, f"INT8: ModelOpt calibrating ({chosen}, {len(calibration.samples)} samples)"):
-            quantize_in_child(fp32_path, path, npz, method=chosen, high_precision=high_precision)
+            quantize_in_child(source, path, npz, method=chosen, high_precision=high_precision)
         calibrated[chosen] = path
         return path
 
@@ -63,7 +72,7 @@ def run_int8(fp32_path: Path, staging: Path, calibration: CalibrationSet, sample
             if excluded:
                 progress(f"  ModelOpt again ({chosen}), {len(excluded)} node(s) excluded ({high_precision} there)")
                 with paced(progress, f"INT8: ModelOpt writing the final graph ({chosen})"):
-                    quantize_in_child(fp32_path, output, npz, method=chosen, exclude=excluded,
+                    quantize_in_child(source, output, npz, method=chosen, exclude=excluded,
                                       high_precision=high_precision)
                 # ModelOpt quantizes a tensor once for all its readers: an excluded node that shares its input with a
                 # quantized one still reads the Q/DQ pair (seen on a YOLOv8n's C2f convolutions). It reads the float
@@ -89,7 +98,7 @@ def run_int8(fp32_path: Path, staging: Path, calibration: CalibrationSet, sample
         final = onnx.load(str(staging / INT8_ONNX))
         onnx.save(to_opset17(to_fp32(final)), str(staging / INT8_OPSET17_ONNX))
     finally:
-        for temporary in (npz, *calibrated.values()):
+        for temporary in (npz, folded, *calibrated.values()):
             with contextlib.suppress(FileNotFoundError):
                 temporary.unlink()
     for line in report.lines():
