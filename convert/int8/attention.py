@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orinkit.convert.int8.qdq import COMPUTE_OPS, DEQUANTIZE, QUANTIZE
+from orinkit.convert.int8.qdq import COMPUTE_OPS, DEQUANTIZE, QUANTIZE, nodes_to_outputs
 
 # Ops a value passes through unchanged in meaning between attention's MatMuls and its Softmax (scaling, masking,
 # reshaping heads) and the Q/DQ pairs ModelOpt puts there.
@@ -143,21 +143,6 @@ def _readers(name: str, consumers) -> list:
     return found
 
 
-def _to_outputs(graph, producer) -> list[str]:
-    """The nodes from each graph output back to the last compute node on its path, that one included."""
-    found, seen = [], set()
-    stack = [o.name for o in graph.output]
-    while stack:
-        node = producer.get(stack.pop())
-        if node is None or node.name in seen:
-            continue
-        seen.add(node.name)
-        found.append(node.name)
-        if node.op_type not in COMPUTE_OPS and node.op_type != "Shape":  # a shape carries no values to an output
-            stack.extend(i for i in node.input if i)
-    return found
-
-
 def is_attention_model(model) -> bool:
     return bool(attention_blocks(model))
 
@@ -179,7 +164,7 @@ def first_guess(model, units: Sequence[str]) -> tuple[str, ...]:
     for _, matmuls, between in blocks:
         guess += matmuls + between
     guess += _layer_norms(graph, producer, consumers)
-    guess += _to_outputs(graph, producer)
+    guess += [node.name for node in nodes_to_outputs(graph)]
     order = {n.name: i for i, n in enumerate(graph.node)}
     chosen = {n for n in guess if n in quantized}
     return tuple(sorted(chosen, key=order.__getitem__))

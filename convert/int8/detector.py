@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from orinkit.convert.int8.qdq import COMPUTE_OPS
+from orinkit.convert.int8.qdq import COMPUTE_OPS, nodes_to_outputs
 
 # Heads whose score per candidate sits at a fixed place in the output, so that FP32 and INT8 rows compare
 # one to one. NMS-inside heads (end2end, efficient_nms) sort their rows by score, DETR's are logits: those fall
@@ -186,19 +186,7 @@ def _first_compute(graph) -> str | None:
 
 def _last_compute(graph) -> list:
     """The compute nodes from which a graph output is reached through no other compute node."""
-    producer = {output: node for node in graph.node for output in node.output}
-    last, seen = [], set()
-    stack = [o.name for o in graph.output]
-    while stack:
-        node = producer.get(stack.pop())
-        if node is None or node.name in seen:
-            continue
-        seen.add(node.name)
-        if node.op_type in COMPUTE_OPS:
-            last.append(node)  # the last compute node on this path: the walk stops here
-            continue
-        stack.extend(i for i in node.input if i)
-    return last
+    return [node for node in nodes_to_outputs(graph) if node.op_type in COMPUTE_OPS]
 
 
 def _out_channels(node, weights: Mapping[str, tuple[int, ...]], producer) -> int | None:

@@ -51,6 +51,24 @@ def int8_compute(model) -> tuple[list[str], list[str]]:
     return [n.name for n in compute if n.input and n.input[0] in sources], [n.name for n in compute]
 
 
+def nodes_to_outputs(graph) -> list:
+    """The nodes on the way back from each graph output to the last compute node on its path, that one included: a
+    net's head (the attention guess keeps them out of INT8, the detector's guess reads its last convolutions from
+    them). A Shape carries no values to an output, so the walk does not go through one."""
+    producer = {output: node for node in graph.node for output in node.output}
+    found, seen = [], set()
+    stack = [o.name for o in graph.output]
+    while stack:
+        node = producer.get(stack.pop())
+        if node is None or node.name in seen:
+            continue
+        seen.add(node.name)
+        found.append(node)
+        if node.op_type not in COMPUTE_OPS and node.op_type != "Shape":
+            stack.extend(i for i in node.input if i)
+    return found
+
+
 def switchable(model) -> tuple[object, list[str]]:
     """``model`` with a boolean input :data:`SWITCH` (one entry per quantized node): entry i False makes node i
     read its float inputs instead of the dequantized ones. One session then serves every exclusion set the search
