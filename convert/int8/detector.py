@@ -50,12 +50,18 @@ def method_order(head) -> tuple[str, ...]:
     return ("max", "entropy") if head is not None else ("entropy", "max")
 
 
-def scores(head, outputs: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """Every candidate's class scores of one sample ([B, N, classes]), or None for a head without fixed rows."""
+def _rows(head, outputs: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The head's first output as float32 [B, ...] with fixed rows per candidate, or None for a head without them."""
     if head is None or head.kind not in SCORED_HEADS or not head.outputs:
         return None
     array = np.asarray(outputs[head.outputs[0]], dtype=np.float32)
-    if array.ndim != 3:
+    return array if array.ndim == 3 else None
+
+
+def scores(head, outputs: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """Every candidate's class scores of one sample ([B, N, classes]), or None for a head without fixed rows."""
+    array = _rows(head, outputs)
+    if array is None:
         return None
     if head.kind == "yolov8":  # [B, 4 + nc, N]: already sigmoid, no objectness
         return array[:, 4:, :].transpose(0, 2, 1)
@@ -66,10 +72,8 @@ def boxes(head, outputs: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """Every candidate's box of one sample as [B, N, 4] centre x, centre y, width, height in one unit per box
     (pixels; YOLOX's raw rows: cells, the grid offset cancelling in differences), or None for a head without fixed
     rows."""
-    if head is None or head.kind not in SCORED_HEADS or not head.outputs:
-        return None
-    array = np.asarray(outputs[head.outputs[0]], dtype=np.float32)
-    if array.ndim != 3:
+    array = _rows(head, outputs)
+    if array is None:
         return None
     if head.kind == "yolov8":
         return array[:, :4, :].transpose(0, 2, 1)
@@ -86,14 +90,15 @@ def score_drift(head, names: Sequence[str], reference: Sequence[Sequence[np.ndar
     the head has no fixed score rows."""
     worst = 0.0
     for ref, got in zip(reference, candidate):
-        a, b = scores(head, dict(zip(names, ref))), scores(head, dict(zip(names, got)))
+        ref, got = dict(zip(names, ref)), dict(zip(names, got))
+        a, b = scores(head, ref), scores(head, got)
         if a is None or b is None:
             return None
         difference = np.abs(np.nan_to_num(b, nan=np.inf) - a)
         worst = max(worst, float(difference.max()) if difference.size else 0.0)
         kept = a.max(axis=2) >= confident if a.size else np.zeros(a.shape[:2], bool)
         if kept.any():
-            first, second = boxes(head, dict(zip(names, ref)))[kept], boxes(head, dict(zip(names, got)))[kept]
+            first, second = boxes(head, ref)[kept], boxes(head, got)[kept]
             size = np.maximum(first[:, 2:4].max(axis=1), 1e-6)
             moved = np.abs(np.nan_to_num(second, nan=np.inf) - first).max(axis=1) / size
             worst = max(worst, float(moved.max()))
@@ -153,10 +158,12 @@ def stem(model, levels: int = 2) -> list[str]:
     graph = model.graph
     initial = {init.name for init in graph.initializer}
     # YOLOX's Focus halves with strided Slices (space to depth) before its first convolution
+    # (only the Slices' step tensors are read: a Constant may hold a whole weight)
+    named = {n.input[4] for n in graph.node if n.op_type == "Slice" and len(n.input) > 4}
     steps = {init.name: onnx.numpy_helper.to_array(init).ravel().tolist() for init in graph.initializer
-             if init.name in {n.input[4] for n in graph.node if n.op_type == "Slice" and len(n.input) > 4}}
+             if init.name in named}
     steps.update({n.output[0]: onnx.numpy_helper.to_array(a.t).ravel().tolist() for n in graph.node
-                  if n.op_type == "Constant" for a in n.attribute if a.name == "value"})
+                  if n.op_type == "Constant" and n.output[0] in named for a in n.attribute if a.name == "value"})
     producer = {output: node for node in graph.node for output in node.output}
     halvings: dict[str, float] = {}
 
