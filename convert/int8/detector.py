@@ -12,7 +12,7 @@ Why these, measured on a published YOLOv8n (Ultralytics export, real video frame
   another set the two were close. Entropy clips the rare large activations, which is where a detector's
   confident scores come from, and max calibration is 2-3x faster to run: detectors try max first, the other
   models entropy (the classifiers measured keep their top-1 with it); the second method is calibrated only when
-  the first misses the gate.
+  the first misses the gate, and on a detector only when the first guess misses it too.
 * The first guess (:func:`first_guess`) is what deployments keep in FP16 by hand: the first convolution (it reads
   the raw pixels), the head's last convolutions (the box branch's ``cv2.*.2``, the class branch's ``cv3.*.2``,
   the DFL: every compute node from which an output is reached without another compute node) and any quantized

@@ -35,7 +35,8 @@ def run_int8(fp32_path: Path, staging: Path, calibration: CalibrationSet, sample
              method: str | None, high_precision: str, fp16: Verdict | None, min_share: float = DEFAULT_MIN_SHARE,
              progress=lambda message: None) -> Int8Report:
     """``method`` None: the calibration method is chosen by the gate (a detector tries max first, other models
-    entropy; the other one is calibrated only when the first misses the gate with every node in INT8)."""
+    entropy; the other one is calibrated only when the first misses the gate with every node in INT8 and, on a
+    detector, with its first guess out of INT8)."""
     import onnx
 
     from orinkit.convert.detection import recognize
