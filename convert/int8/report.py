@@ -75,7 +75,10 @@ class Int8Report:
 
     @property
     def accuracy_met(self) -> bool:
-        return self.search.passed and self.int8.passed
+        # The written graph, judged in FP16 as the engine runs it, decides: the search's verdicts are an emulation
+        # (widened to FP32 where FP16 is slow) that rounds otherwise (PP-OCRv4 rec: 43 of 48 lines searched, 45 of
+        # 48 written, for the same exclusions). A note says so where they disagree.
+        return self.int8.passed
 
     def share_line(self) -> str:
         return (f"{len(self.int8_nodes)} of {self.compute_nodes} compute nodes INT8 (Conv/MatMul/Gemm, "
