@@ -105,7 +105,7 @@ def run_int8(fp32_path: Path, staging: Path, calibration: CalibrationSet, sample
     for line in report.lines():
         progress(f"  {line}")
     for note in report.notes:
-        if "--int8-min-share" in note:
+        if "--int8-min-share" in note or "the written graph decides" in note:
             progress(f"  note: {note}")
     if not report.passed:
         hint = ("raise --gate-budget, exclude nodes with --int8-exclude, or convert without --int8"
