@@ -67,7 +67,7 @@ WIDEN_SHARE = 1 / 8
 # needed four out of INT8 and a two-minute search.
 INT8_BOX_AGREEMENT = 0.95
 # Where a task metric judges (not a detector's boxes), each compute node alone in INT8 is judged on every held-out
-# sample and ranked by the answers it changes (then its mean error), when that fits this share of the remaining
+# sample and ranked by the answers it changes (then its error, 1 - cosine), when that fits this share of the remaining
 # budget. On PP-OCRv4 rec the worst sample's cosine ranked badly (its errors were ~1e-5 and other lines broke): at
 # the share bound 41 of 48 lines stayed unchanged; ranked by the answers, 45-47 (26-27 of 51 nodes INT8).
 ANSWER_RANK_SHARE = 0.8
@@ -228,8 +228,10 @@ class Int8Gate(Fp16Gate):
             self.options = asked
         first, forced = setup.first, frozenset(setup.forced)
         self.trials.append(MethodTrial(self.method, first.passed, self._measure(first), self.first_seconds))
-        if not asked.search or first.passed:
-            return setup if not asked.search else self._report(first, forced, forced, (), ())
+        if not asked.search:
+            return setup
+        if first.passed:
+            return self._report(first, forced, forced, (), ())
         if self.detector is not None and self.methods[1:]:
             # A detector's guess on the first calibration before ModelOpt calibrates again: where it passes, the
             # second calibration and its judging (~50 s on a YOLOv8n here) decide nothing.
@@ -347,8 +349,9 @@ class Int8Gate(Fp16Gate):
 
     def _rank_by_answers(self, candidates: list[str]) -> list[str] | None:
         """Each candidate alone in INT8, judged by the task metric on every held-out sample: most answers changed
-        first, then the largest mean error (1 - cosine). None where that does not fit ANSWER_RANK_SHARE of the
-        remaining budget (the worst-sample ranking serves; a note says what it would need)."""
+        first, then the largest error (1 - cosine over those samples). None where that does not fit
+        ANSWER_RANK_SHARE of the remaining budget (the worst-sample ranking serves; a note says what it would
+        need)."""
         probe = next(iter(self._cache.values()), None)
         if probe is None or probe.task is None:  # a dense map's metric: the worst sample ranks
             return None
@@ -366,7 +369,7 @@ class Int8Gate(Fp16Gate):
             started = time.monotonic()
             verdict = self.evaluate(everything - {node})
             error = max((1.0 - m.cosine for m in verdict.metrics), default=0.0)
-            scores[node] = (1.0 - verdict.task.agreement, error) if verdict.task is not None else (0.0, error)
+            scores[node] = (1.0 - verdict.task.agreement, error)
             needed = (time.monotonic() - started) * len(candidates)
             if index == 0 and needed > ANSWER_RANK_SHARE * (self._remaining() + needed / len(candidates)):
                 elapsed = time.monotonic() - self.started
