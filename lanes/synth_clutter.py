@@ -83,7 +83,10 @@ class _ClutterMixin:
                 x = marks[int(rng.integers(0, len(marks)))] + rng.choice([-1.0, 1.0]) * rng.uniform(0.2, 0.9)
             else:
                 x = rng.uniform(left, right)
-            z0 = rng.uniform(max(self.z_near, 3.0), 30.0)
+            # A camera pitched up may see no road nearer than 30 m: the seam then starts where the road does (numpy
+            # refuses a range given backwards, and a data-loading worker that raises ends the training run).
+            near = max(self.z_near, 3.0)
+            z0 = rng.uniform(near, max(near, 30.0))
             z1 = min(z0 + rng.uniform(10.0, 90.0), self.z_end)
             wiggle, wave, phase = rng.uniform(0.0, 0.15), rng.uniform(0.2, 1.2), rng.uniform(0, 2 * np.pi)
             width = {"tar": rng.uniform(0.03, 0.12), "crack": rng.uniform(0.01, 0.04), "ghost": rng.uniform(0.1, 0.2)}
@@ -103,7 +106,8 @@ class _ClutterMixin:
                           width=max(1, round(pixels)))
         # Cracks across the lanes.
         for _ in range(int(rng.integers(0, 4))):
-            z = rng.uniform(max(self.z_near, 4.0), 40.0)
+            near = max(self.z_near, 4.0)
+            z = rng.uniform(near, max(near, 40.0))  # as for the seams: at the road's start when it begins past 40 m
             if z < self.z_end:
                 xs = np.linspace(rng.uniform(left, right), rng.uniform(left, right), 6)
                 zs = z + rng.uniform(-0.3, 0.3, 6)

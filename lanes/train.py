@@ -54,6 +54,7 @@ from orinkit.lanes.train_data import (  # noqa: F401
     _pair,
     _sample,
     open_training_data,
+    skipped_images,
     training_pair,
 )
 from orinkit.lanes.train_options import (  # noqa: F401
@@ -145,12 +146,12 @@ def train(options: TrainOptions, progress=print, *, resume: bool = False):
     model = make_lane_model(options.arch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
     checkpoint = options.out / CHECKPOINT
-    run = {"step": 0, "seen": 0, "train_seconds": 0.0, "history": [], "sessions": 0}
+    run = {"step": 0, "seen": 0, "train_seconds": 0.0, "history": [], "sessions": 0, "skipped": 0}
     if resume:
         state = _read_checkpoint(checkpoint)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        run = {k: state[k] for k in run}
+        run = {k: state.get(k, v) for k, v in run.items()}  # "skipped" came later than the first checkpoints
         progress(f"resuming {options.arch} at step {run['step']} of {options.steps} ({run['seen']} images, "
                  f"{run['train_seconds'] / 60:.1f} min of training so far) from {checkpoint}")
     elif options.init is not None:
@@ -193,12 +194,23 @@ def train(options: TrainOptions, progress=print, *, resume: bool = False):
                 if stop.signum is None:
                     raise
                 continue  # a worker killed along with us (SIGKILL, say): the checkpoint comes at the loop's top
+            stopping, skipped = skipped_images(problems)
             try:
-                raise_problem(problems)
+                raise_problem(stopping)
             except DatasetError:
                 if run["step"]:  # fix the file, then --resume redraws this very batch
                     _write_checkpoint(checkpoint, model, optimizer, options, run)
                 raise
+            if any(skipped):
+                for problem, skip in zip(problems, skipped):
+                    if skip:
+                        progress(f"{problem} (the renderer failed to draw this road; the run goes on without it; "
+                                 "please report this line)")
+                run["skipped"] += sum(skipped)
+                keep = torch.tensor([not skip for skip in skipped])
+                images, targets = images[keep], targets[keep]
+                if not len(images):
+                    continue
             for group in optimizer.param_groups:
                 group["lr"] = schedule(run["step"], options.steps, run["train_seconds"], budget, options.lr,
                                        options.warmup_steps)
@@ -271,6 +283,7 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         "stress_f1": round(scores["stress"].f1, 4) if "stress" in scores else None,
         "judge_f1": round(scores["judge"].f1, 4) if "judge" in scores else None,
         "judge_images": options.judge_images if "judge" in scores else 0,
+        "skipped_images": run["skipped"],  # roads the renderer failed to draw (each said in the run's log)
         "history": run["history"],
         "init": None if options.init is None else str(options.init),
         "frames": None if options.frames is None else {"folder": str(options.frames), "count": len(frames),

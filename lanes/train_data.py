@@ -77,9 +77,21 @@ def target_lanes(frames) -> int:
     return SYNTH_LANES if frames is None else max(SYNTH_LANES, frames.max_lanes)
 
 
+# The mark of a problem that skips its image rather than stop the run: drawing one road failed (a renderer bug,
+# reported with the image's index so that it can be drawn again alone), where a dataset's bad file stops the run.
+SKIPPED = "skipped: "
+
+
+def skipped_images(problems) -> tuple[list[str], list[bool]]:
+    """The batch's ``problems`` less the skipped images, and per image whether it was skipped."""
+    skipped = [problem.startswith(SKIPPED) for problem in problems]
+    return [p for p, skip in zip(problems, skipped) if not skip], skipped
+
+
 def _loader(options: TrainOptions, start: int, frames):
     """Batches (images, targets, problems) of images ``start``, ``start + 1``, … in order, drawn by
-    ``options.workers`` processes; ``problems`` holds, per image, the dataset error that replaced it, or ''."""
+    ``options.workers`` processes; ``problems`` holds, per image, the dataset error that replaced it, a
+    :data:`SKIPPED` road the renderer failed to draw, or ''."""
     import torch
 
     lanes = target_lanes(frames)
@@ -93,6 +105,9 @@ def _loader(options: TrainOptions, start: int, frames):
             except DatasetError as exc:
                 blank = torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77)
                 return (*blank, problem_of(exc))
+            except Exception as exc:  # noqa: BLE001 - a renderer bug on one road must not end a run of hours
+                blank = torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77)
+                return (*blank, f"{SKIPPED}image {index}: {type(exc).__name__}: {exc}")
             return torch.from_numpy(image), torch.from_numpy(targets), ""
 
     class From(torch.utils.data.Sampler):

@@ -345,6 +345,24 @@ def test_wide_roads_are_a_pure_function_of_the_seed():
     assert all(np.array_equal(x, y) for x, y in zip(lanes, lanes2))
 
 
+@pytest.mark.parametrize("horizon", [(0.02, 0.05), (0.85, 0.89)])
+@pytest.mark.parametrize("fov_deg", [(5.0, 10.0), (140.0, 149.0)])
+def test_every_effect_draws_at_the_camera_extremes_the_options_allow(horizon, fov_deg):
+    """A data-loading worker that raises ends a training run (a lent GPU's run died so, 90,000 roads in): a camera
+    pitched up with a long lens saw no road nearer than the seams' 30 m, and numpy refused the backwards range."""
+    from orinkit.lanes.augment import augment
+    from orinkit.lanes.synth_options import _PROBABILITIES
+
+    everything = {name: 1.0 for name in _PROBABILITIES} | {"short_road": 0.0}
+    for height, flat in (((0.1, 0.2), 1.0), ((10.0, 12.0), 0.0)):
+        options = replace(WIDE_STYLE, **everything | {"flat": flat, "photo": 1 - flat}, horizon=horizon,
+                          fov_deg=fov_deg, camera_height_m=height, draw_distance_m=(5.0, 8.0), lane_width_m=(1.0, 1.2))
+        road = render_road(0, 320, 180, options=options)
+        image, lanes = augment(np.ascontiguousarray(road.image), road.lanes, np.random.default_rng(0))
+        assert image.shape == (180, 320, 3) and road.scene["clutter"]["seams"] >= 1
+        assert all(np.isfinite(lane).all() for lane in lanes)
+
+
 def test_wide_effects_leave_the_road_itself_alone():
     """Each effect draws from its own generator: the wide-only ones switched off, the road is the same road."""
     plain = replace(WIDE_STYLE, seams=0, crosswalk=0, road_signs=0, guard_rail=0, photo=0, flat=0, vignette=0,

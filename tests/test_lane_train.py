@@ -143,6 +143,31 @@ def test_train_runs_end_to_end_on_the_cpu(tmp_path):
     assert not build_lane_model(checkpoint=card).weights_are_random
 
 
+def test_a_road_the_renderer_fails_to_draw_is_skipped_and_said_not_the_end_of_the_run(tmp_path, monkeypatch):
+    """A lent GPU's run once died 90,000 roads in of one road that numpy refused to draw (tests/test_lane_synth.py
+    holds that road's fix). A renderer bug on one road now costs that road: said with its index, counted in the
+    card. A stand-in renderer bug (raising on image 1) crosses the real worker process boundary here."""
+    from orinkit.lanes import train_data
+    from orinkit.lanes.train import TrainOptions, train
+
+    drawn = train_data.training_pair
+
+    def buggy(index, *args, **kwargs):
+        if index == 1:
+            raise ValueError("high - low < 0")
+        return drawn(index, *args, **kwargs)
+
+    monkeypatch.setattr(train_data, "training_pair", buggy)
+    messages = []
+    card = train(TrainOptions(device="cpu", steps=2, batch=2, workers=1, eval_images=0, eval_minutes=0,
+                              warmup_steps=1, log_seconds=0, out=tmp_path, name="skip", command="test"),
+                 progress=messages.append)
+    info = json.loads(card.read_text())
+    assert info["steps"] == 2 and info["images"] == 3 and info["skipped_images"] == 1
+    said = [m for m in messages if m.startswith("skipped: image 1: ValueError: high - low < 0")]
+    assert len(said) == 1 and "please report" in said[0]
+
+
 def test_bad_training_options_are_refused():
     from orinkit.lanes.train import TrainOptions, main
 
