@@ -1,7 +1,8 @@
 """The lane model: its training cost per architecture, its accuracy, and serving it on the local tritonserver.
 
     python benchmarks/lane.py [--frames 60] [--repeat 200] [--weights shipped|random|CARD.json] [--images 500]
-                              [--architectures] [--equal-minutes M [--equal-data synth-v1,wide-v1]] [--plot F1.png]
+                              [--architectures [--archs lite,r18]] [--equal-minutes M [--equal-data synth-v1,wide-v1]]
+                              [--plot F1.png]
                               [--judge 300] [--cards CARD ...]
 
 0. (--architectures) per candidate architecture (orinkit.lanes.architectures): parameters, GMAC per 360x640
@@ -164,7 +165,8 @@ def accuracy(onnx_path: Path, url: str, images: int) -> None:
 
 
 def architectures(seconds: float, equal_minutes: float | None, eval_images: int = 200,
-                  data_versions: tuple[str, ...] = ("wide-v1",), judge_images: int = 60) -> None:
+                  data_versions: tuple[str, ...] = ("wide-v1",), judge_images: int = 60,
+                  archs: tuple[str, ...] | None = None) -> None:
     """Section 0: what each candidate costs to train here, and (optionally) what it learns in equal time, on each
     data version: held-out F1 (its own renderer) and the judge renderer's F1 (the figure that decides)."""
     import torch
@@ -175,6 +177,10 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
     from orinkit.lanes.train import TrainOptions, evaluate, train, training_pair
     from orinkit.lanes.train import judge as judge_model
 
+    unknown = set(archs or ()) - set(ARCHITECTURES)
+    if unknown:
+        raise SystemExit(f"error: --archs {','.join(sorted(unknown))} is no architecture; "
+                         f"use some of {','.join(ARCHITECTURES)}")
     pairs = [training_pair(index, 0) for index in range(8)]
     images = torch.from_numpy(np.stack([p[0] for p in pairs])).float() / 255
     targets = torch.from_numpy(np.stack([p[1] for p in pairs]))
@@ -183,7 +189,7 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
           f"roads / on {judge_images} judge roads)")
     print(f"   {'arch':14} {'params':>8} {'GMAC':>6} {'train img/s':>12} "
           + " ".join(f"{version + ' held/judge':>22}" for version in data_versions))
-    for arch in ARCHITECTURES:
+    for arch in archs or ARCHITECTURES:
         torch.manual_seed(0)
         model = make_lane_model(arch)
         with FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -309,6 +315,8 @@ def main() -> int:
     parser.add_argument("--equal-data", default="wide-v1",
                         help="with --equal-minutes: the data versions to train each candidate on, comma-separated "
                              "(e.g. synth-v1,wide-v1)")
+    parser.add_argument("--archs", default=None,
+                        help="with --architectures: the candidates, comma-separated (default: every one)")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
     parser.add_argument("--plot-run", type=Path, default=None, help="with --plot: a run folder in progress")
     parser.add_argument("--only", action="store_true", help="only the sections asked for (0, the plot, 5)")
@@ -317,7 +325,8 @@ def main() -> int:
                         help="section 5: the weights cards to compare (default: every card that ships)")
     args = parser.parse_args()
     if args.architectures:
-        architectures(args.seconds, args.equal_minutes, data_versions=tuple(args.equal_data.split(",")))
+        architectures(args.seconds, args.equal_minutes, data_versions=tuple(args.equal_data.split(",")),
+                      archs=tuple(args.archs.split(",")) if args.archs else None)
     if args.judge:
         from orinkit.lanes.weights import shipped_cards
 
