@@ -103,12 +103,12 @@ def _loader(options: TrainOptions, start: int, frames):
                 image, targets = training_pair(index, options.seed, augmented=options.augment, frames=frames,
                                                share=share, max_lanes=lanes, data=options.data)
             except DatasetError as exc:
-                blank = torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77)
-                return (*blank, problem_of(exc))
+                problem = problem_of(exc)
             except Exception as exc:  # noqa: BLE001 - a renderer bug on one road must not end a run of hours
-                blank = torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77)
-                return (*blank, f"{SKIPPED}image {index}: {type(exc).__name__}: {exc}")
-            return torch.from_numpy(image), torch.from_numpy(targets), ""
+                problem = f"{SKIPPED}image {index}: {type(exc).__name__}: {exc}"
+            else:
+                return torch.from_numpy(image), torch.from_numpy(targets), ""
+            return torch.zeros(3, IMG_H, IMG_W, dtype=torch.uint8), torch.zeros(lanes, 77), problem
 
     class From(torch.utils.data.Sampler):
         def __iter__(self):
