@@ -8,7 +8,9 @@ A model trained on one renderer learns that renderer's look. The defences here:
   :data:`~orinkit.lanes.synth.WIDE_STYLE` (domain randomisation: cameras of every aspect, height, pitch, roll and
   field of view, 2-6 lanes with merges, S-bends, double lines and raised dots, flat colours and photographs, grass,
   sand, snow, concrete and city streets, clutter that looks like lanes, lens distortion and vignetting). New runs
-  draw ``wide-v1``; a run records its version, so a resumed run keeps its own.
+  draw ``wide-v1``; a run records its version, so a resumed run keeps its own. ``mix-v1`` alternates the two by
+  seed (even: ``synth-v1``, odd: ``wide-v1``): a model continued from ``wide-v1`` on it keeps the breadth and
+  regains the first renderer's precision.
 - :func:`augment` then changes what the renderer never changes: colour casts and channel order, grey images,
   zoomed crops (another horizon and camera height), occluding blocks, extra blur and noise. Lanes move with the
   crop.
@@ -28,7 +30,7 @@ from orinkit.lanes.errors import LaneError
 from orinkit.lanes.synth import FIRST_STYLE, WIDE_STYLE, RoadSample, SynthOptions, render_road
 
 TRAINING_STYLE = FIRST_STYLE
-DATA_VERSIONS = ("synth-v1", "wide-v1")
+DATA_VERSIONS = ("synth-v1", "wide-v1", "mix-v1")
 DEFAULT_DATA = "wide-v1"
 # CULane annotates at most four lanes: the ego lane's two lines and the next one on either side.
 MAX_LANES = 4
@@ -53,6 +55,8 @@ def training_road(data: str, seed: int, width: int = 640, height: int = 360) -> 
     if data == "wide-v1":
         road = render_road(seed, width, height, options=WIDE_STYLE)
         return road.image[:, :, ::-1], nearest_lanes(road, MAX_LANES)
+    if data == "mix-v1":  # still a pure function of the seed: its parity picks the version
+        return training_road("synth-v1" if seed % 2 == 0 else "wide-v1", seed, width, height)
     raise LaneError(f"unknown training data version {data!r}", hint=f"use one of {', '.join(DATA_VERSIONS)}")
 
 

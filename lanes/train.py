@@ -318,8 +318,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-steps", type=int, help=f"default {defaults.warmup_steps}")
     parser.add_argument("--seed", type=int, help="data seed: the roads drawn (default 0)")
     parser.add_argument("--no-augment", dest="augment", action="store_false", help="train on the roads as drawn")
-    parser.add_argument("--data", help=f"the drawn roads' version: synth-v1 (the first renderer's) or wide-v1 "
-                        f"(default {defaults.data})")
+    parser.add_argument("--data", help=f"the drawn roads' version: synth-v1 (the first renderer's), wide-v1 "
+                        f"(domain randomised) or mix-v1 (the two alternating; default {defaults.data})")
     parser.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in FP32 on CUDA")
     parser.add_argument("--eval-images", type=int, help=f"held-out and stress roads at the end "
                         f"(default {defaults.eval_images} each)")

@@ -345,6 +345,14 @@ def test_wide_roads_are_a_pure_function_of_the_seed():
     assert all(np.array_equal(x, y) for x, y in zip(lanes, lanes2))
 
 
+def test_mixed_data_alternates_the_two_versions_by_seed():
+    for seed, version in ((3 * 10**8 + 16, "synth-v1"), (3 * 10**8 + 17, "wide-v1")):
+        image, lanes = training_road("mix-v1", seed, 320, 180)
+        alone, alone_lanes = training_road(version, seed, 320, 180)
+        assert image.tobytes() == alone.tobytes() and len(lanes) == len(alone_lanes)
+        assert all(np.array_equal(x, y) for x, y in zip(lanes, alone_lanes))
+
+
 @pytest.mark.parametrize("horizon", [(0.02, 0.05), (0.85, 0.89)])
 @pytest.mark.parametrize("fov_deg", [(5.0, 10.0), (140.0, 149.0)])
 def test_every_effect_draws_at_the_camera_extremes_the_options_allow(horizon, fov_deg):
