@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_lane_postprocess import ref_postprocess  # noqa: E402
 
 from orinkit.core.stats import percentile  # noqa: E402
+from orinkit.lanes.calibrate import card_threshold  # noqa: E402
 from orinkit.lanes.client import LaneDetector  # noqa: E402
 from orinkit.lanes.export import export_lane_onnx  # noqa: E402
 from orinkit.lanes.model import build_lane_model, show_random_lanes  # noqa: E402
@@ -129,7 +130,7 @@ def _frame(png: bytes) -> np.ndarray:
     return (np.asarray(image, np.float32)[:, :, ::-1].transpose(2, 0, 1) * np.float32(1 / 255))[None]
 
 
-def accuracy(onnx_path: Path, url: str, images: int) -> None:
+def accuracy(onnx_path: Path, url: str, images: int, kept: PostprocessOptions) -> None:
     import onnx
 
     from orinkit.convert.fp16.emulate import Emulator
@@ -139,7 +140,8 @@ def accuracy(onnx_path: Path, url: str, images: int) -> None:
     from orinkit.lanes.train import HELD_OUT_SEED, STRESS_SEED
 
     emulator = Emulator(onnx.load(str(onnx_path)))
-    print(f"4. accuracy on {images} roads per set (CULane rule, 1280x720):")
+    print(f"4. accuracy on {images} roads per set (CULane rule, 1280x720, lanes above {kept.conf_threshold:.2f}, "
+          "the card's threshold):")
     for label, seed, style in (("held-out", HELD_OUT_SEED, TRAINING_STYLE), ("stress", STRESS_SEED, STRESS_STYLE)):
         scores = {"FP32 (onnxruntime)": LaneScore(0, 0, 0), "FP16 emulation": LaneScore(0, 0, 0),
                   "ensemble on the server": LaneScore(0, 0, 0)}
@@ -149,8 +151,8 @@ def accuracy(onnx_path: Path, url: str, images: int) -> None:
                 road = render_road(seed + index, 1280, 720, options=style)
                 png = road.encode("PNG")
                 sample = [{"image": _frame(png)}]
-                fp32 = postprocess(emulator.reference(sample)[0][0][0], (720, 1280)).lanes
-                fp16 = postprocess(emulator.emulate(sample)[0][0][0], (720, 1280)).lanes
+                fp32 = postprocess(emulator.reference(sample)[0][0][0], (720, 1280), kept).lanes
+                fp16 = postprocess(emulator.emulate(sample)[0][0][0], (720, 1280), kept).lanes
                 served = [lane.points for lane in detect(png)]
                 differing += len(served) != len(fp32) or any(
                     not np.allclose(a, b, atol=1e-2) for a, b in zip(served, fp32))
@@ -257,7 +259,8 @@ def plot_history(card: Path | None, run: Path | None, out: Path) -> None:
 def judge(cards: list[Path], count: int) -> dict:
     """5. every model side by side on the judge renderer (orinkit.lanes.judge_roads: written by someone who never
     read the training renderer, never trained on), in-process FP32 with onnxruntime, images stretched to 640x360
-    as the ensemble's step does; held-out and stress F1 from each model's card."""
+    as the ensemble's step does, each at its card's confidence threshold (orinkit.lanes.calibrate); held-out and
+    stress F1 from each model's card."""
     import json
 
     import onnxruntime
@@ -273,17 +276,20 @@ def judge(cards: list[Path], count: int) -> dict:
             path = export_lane_onnx(build_lane_model(checkpoint=card), Path(work) / f"{card.stem}.onnx")
             session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
-            def detect(image, session=session):
+            kept = PostprocessOptions(conf_threshold=card_threshold(info))
+
+            def detect(image, session=session, kept=kept):
                 height, width = image.shape[:2]
                 small = np.asarray(Image.fromarray(image[:, :, ::-1]).resize((640, 360), Image.BILINEAR))
                 tensor = small[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32) * np.float32(1 / 255)
-                return postprocess(session.run(None, {"image": tensor})[0][0], (height, width)).lanes
+                return postprocess(session.run(None, {"image": tensor})[0][0], (height, width), kept).lanes
 
             started = time.perf_counter()
             result = judge_f1(detect, count)
             sizes = ", ".join(f"{size} {score.f1:.3f}" for size, score in result["by_size"].items())
             results[card.stem] = result["overall"].f1
-            print(f"   {card.stem:24} held-out {info.get('f1', float('nan')):.4f}  stress "
+            print(f"   {card.stem:24} at {kept.conf_threshold:.2f}: held-out {info.get('f1', float('nan')):.4f}  "
+                  f"stress "
                   f"{info.get('stress_f1', float('nan')):.4f}  judge {result['overall'].describe()}  "
                   f"({sizes}; {time.perf_counter() - started:.0f} s)")
     print("   goal: judge F1 >= 0.85 with held-out >= 0.95")
@@ -347,13 +353,14 @@ def main() -> int:
         proposals = onnxruntime.InferenceSession(str(onnx_path)).run(None, {"image": frame})[0][0]
         postprocessing(proposals, args.repeat)
         repository = Path(work) / "models"
-        build_lane_repository(repository, onnx_path, runtime="python-onnxruntime")
+        kept = PostprocessOptions(conf_threshold=card_threshold(model.card if trained else None))
+        build_lane_repository(repository, onnx_path, runtime="python-onnxruntime", postprocess=kept)
         server = start_on_free_ports(repository, Path(work) / "server.log")
         try:
             serving(server.command.grpc_url, args.frames)
             payload()
             if trained:
-                accuracy(onnx_path, server.command.grpc_url, args.images)
+                accuracy(onnx_path, server.command.grpc_url, args.images, kept)
         finally:
             server.stop()
     arch = model.card["arch"] if trained else type(model).__name__

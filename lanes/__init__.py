@@ -20,6 +20,7 @@ _EXPORTS = {
     "Lane": "client", "LaneDetector": "client",
     "culane_score": "metrics", "lane_agreement": "metrics",
     "render_road": "synth",
+    "calibrate_card": "calibrate", "card_threshold": "calibrate",
     "LaneError": "errors", "LaneInputError": "errors", "CheckpointMismatchError": "errors",
     "MissingWeightsError": "errors",
 }

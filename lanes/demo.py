@@ -49,7 +49,9 @@ def _parser() -> argparse.ArgumentParser:
                              "folder, such as /tmp; its path is printed at the end)")
     parser.add_argument("--runs", type=int, default=10, help="timed requests, after one warm-up (default 10)")
     parser.add_argument("--work", type=Path, default=None, help="keep the ONNX files and repository here")
-    parser.add_argument("--conf-threshold", type=float, default=0.5)
+    parser.add_argument("--conf-threshold", type=float, default=None,
+                        help="keep lanes scoring above this (default: the weights card's calibrated threshold, "
+                             "orinkit.lanes.calibrate; 0.5 for weights without one)")
     return parser
 
 
@@ -67,7 +69,7 @@ def _check_arguments(args) -> None:
         raise LaneError(f"--checkpoint {args.checkpoint} does not exist", hint="check the path")
     if args.runs < 1:
         raise LaneError(f"--runs {args.runs} is below 1", hint="use 1 or more")
-    if not 0.0 <= args.conf_threshold <= 1.0:
+    if args.conf_threshold is not None and not 0.0 <= args.conf_threshold <= 1.0:
         raise LaneError(f"--conf-threshold {args.conf_threshold} is not in [0, 1]", hint="e.g. 0.5")
     if args.out is not None and not args.out.parent.is_dir():
         raise LaneError(f"the folder of --out {args.out} does not exist", hint="create it, or write elsewhere")
@@ -155,6 +157,7 @@ def _road(args):
 
 def _run(args, work: Path) -> int:
     from orinkit.convert.pipeline import ConvertOptions, convert_onnx
+    from orinkit.lanes.calibrate import card_threshold
     from orinkit.lanes.client import LaneDetector
     from orinkit.lanes.draw import overlay
     from orinkit.lanes.export import export_lane_onnx
@@ -182,9 +185,11 @@ def _run(args, work: Path) -> int:
 
     started = _step("[3/5] the lane_detection ensemble")
     repository = work / "models"
-    build_lane_repository(repository, artifact, postprocess=PostprocessOptions(conf_threshold=args.conf_threshold),
+    threshold = card_threshold(model.card) if args.conf_threshold is None else args.conf_threshold
+    build_lane_repository(repository, artifact, postprocess=PostprocessOptions(conf_threshold=threshold),
                           progress=lambda m: print("      " + m))
-    print(f"      laid out in {time.perf_counter() - started:.1f} s")
+    source = "--conf-threshold" if args.conf_threshold is not None else "the weights card's threshold"
+    print(f"      laid out in {time.perf_counter() - started:.1f} s; lanes kept above {threshold:.2f} ({source})")
 
     started = _step("[4/5] tritonserver")
     image, truth, what = _road(args)

@@ -18,7 +18,9 @@ AdamW, linear warm-up, cosine decay over ``--steps`` (or over ``--minutes`` of t
 resumes, whichever ends first); bf16 autocast on CUDA. Progress every ``--log-seconds``: loss, images/s, time left;
 the held-out F1 (CULane rule, roads from another seed) every ``--eval-minutes``. At the end: F1 on
 ``--eval-images`` held-out roads and as many stress roads (:data:`~orinkit.lanes.augment.STRESS_STYLE`, style
-settings never trained on), the FP16 weights and their card.
+settings never trained on), the FP16 weights and their card. Before those scores, the card's confidence threshold
+is chosen on ``--calibration-images`` roads of the run's own data (:mod:`orinkit.lanes.calibrate`), and every end
+score is at it.
 """
 
 from __future__ import annotations
@@ -77,16 +79,18 @@ def schedule(step: int, steps: int, elapsed: float, budget: float | None, lr: fl
     return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-def evaluate(model, count: int, *, device: str = "cpu", batch: int = 8, seed: int = HELD_OUT_SEED, options=None):
+def evaluate(model, count: int, *, device: str = "cpu", batch: int = 8, seed: int = HELD_OUT_SEED, options=None,
+             threshold: float = 0.5):
     """CULane precision/recall/F1 of ``model`` on ``count`` roads of ``options`` (the training style by default)
-    drawn at 640x360 from ``seed``."""
+    drawn at 640x360 from ``seed``, lanes kept above ``threshold``."""
     import torch
 
     from orinkit.lanes.augment import TRAINING_STYLE
     from orinkit.lanes.metrics import LaneScore, score_image
-    from orinkit.lanes.postprocess import postprocess
+    from orinkit.lanes.postprocess import PostprocessOptions, postprocess
     from orinkit.lanes.synth import render_road
 
+    kept = PostprocessOptions(conf_threshold=threshold)
     total = LaneScore(0, 0, 0)
     was_training = model.training
     model.eval()
@@ -97,22 +101,23 @@ def evaluate(model, count: int, *, device: str = "cpu", batch: int = 8, seed: in
         with torch.no_grad():
             proposals = model(torch.from_numpy(images).to(device)).float().cpu().numpy()
         for road, output in zip(roads, proposals):
-            found = postprocess(output, (IMG_H, IMG_W)).lanes
+            found = postprocess(output, (IMG_H, IMG_W), kept).lanes
             total = total + score_image(found, road.lanes, (IMG_H, IMG_W))
     model.train(was_training)
     return total
 
 
-def judge(model, count: int, *, device: str = "cpu"):
+def judge(model, count: int, *, device: str = "cpu", threshold: float = 0.5):
     """CULane counts of ``model`` on ``count`` roads of the judge renderer (orinkit.lanes.judge_roads, at its three
-    camera sizes), each stretched to 640x360 as the ensemble's image step does. Only read: nothing here trains
-    or chooses anything by it."""
+    camera sizes), each stretched to 640x360 as the ensemble's image step does, lanes kept above ``threshold``.
+    Only read: nothing here trains or chooses anything by it."""
     import torch
     from PIL import Image
 
     from orinkit.lanes.judge_roads import judge_f1
-    from orinkit.lanes.postprocess import postprocess
+    from orinkit.lanes.postprocess import PostprocessOptions, postprocess
 
+    kept = PostprocessOptions(conf_threshold=threshold)
     was_training = model.training
     model.eval()
 
@@ -122,7 +127,7 @@ def judge(model, count: int, *, device: str = "cpu"):
         tensor = small[:, :, ::-1].transpose(2, 0, 1)[None].astype(np.float32) * np.float32(1 / 255)
         with torch.no_grad():
             output = model(torch.from_numpy(tensor).to(device)).float().cpu().numpy()[0]
-        return postprocess(output, (height, width)).lanes
+        return postprocess(output, (height, width), kept).lanes
 
     try:
         return judge_f1(detect, count)["overall"]
@@ -255,19 +260,26 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
 
     from orinkit.lanes.architectures import ARCHITECTURES
     from orinkit.lanes.augment import STRESS_STYLE
+    from orinkit.lanes.calibrate import DEFAULT_THRESHOLD, calibrate
     from orinkit.lanes.weights import save_weights
 
     minutes = run["train_seconds"] / 60
     progress(f"trained {run['step']} steps ({run['seen']} images) in {minutes:.1f} min; evaluating on "
              f"{options.eval_images} held-out and {options.eval_images} stress roads")
-    scores = {}
+    scores, calibration, threshold = {}, {}, DEFAULT_THRESHOLD
+    # --eval-images 0 skips every end score, this one too (tests, and runs whose card is made elsewhere).
+    if options.eval_images and options.calibration_images and options.dataset is None and options.frames is None:
+        found = calibrate(model, options.data, options.calibration_images, device=options.device)
+        calibration, threshold = found.as_card(), found.threshold
+        progress(f"conf_threshold {threshold:.2f}: the best F1 ({found.f1[threshold]:.4f}) on {found.roads} "
+                 f"{options.data} roads of the calibration seed; every score below is at it")
     if options.eval_images:
-        scores["held_out"] = evaluate(model, options.eval_images, device=options.device)
+        scores["held_out"] = evaluate(model, options.eval_images, device=options.device, threshold=threshold)
         scores["stress"] = evaluate(model, options.eval_images, device=options.device, seed=STRESS_SEED,
-                                    options=STRESS_STYLE)
+                                    options=STRESS_STYLE, threshold=threshold)
     if options.eval_images and options.judge_images:  # --eval-images 0 skips every end score
         progress(f"scoring {options.judge_images} roads of the judge renderer (read only, never trained on)")
-        scores["judge"] = judge(model, options.judge_images, device=options.device)
+        scores["judge"] = judge(model, options.judge_images, device=options.device, threshold=threshold)
     for name, score in scores.items():
         progress(f"{name.replace('_', '-')}: {score.describe()}")
     kind, arguments = ARCHITECTURES[options.arch]
@@ -295,6 +307,8 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         "device": torch.cuda.get_device_name() if options.device == "cuda" else
         f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)",
         "command": options.command,
+        "data": options.data,
+        **calibration,  # conf_threshold and how it was found; absent: served at 0.5
     }
     card = options.out / f"{options.card_name}.json"
     save_weights(model.state_dict(), card, info)
@@ -325,6 +339,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"(default {defaults.eval_images} each)")
     parser.add_argument("--judge-images", type=int, help=f"judge-renderer roads scored at the end, read only "
                         f"(default {defaults.judge_images}; 0: none)")
+    parser.add_argument("--calibration-images", type=int, help=f"roads of the run's own data that choose the "
+                        f"card's confidence threshold at the end (default {defaults.calibration_images}; 0: keep 0.5)")
     parser.add_argument("--eval-minutes", type=float, help=f"held-out F1 this often (default "
                         f"{defaults.eval_minutes:g}; 0: never)")
     parser.add_argument("--log-seconds", type=float, help=f"default {defaults.log_seconds:g}")

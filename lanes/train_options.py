@@ -17,7 +17,7 @@ STRESS_SEED = 2_000_000_011
 SYNTH_LANES = 4  # training targets per drawn road; a dataset with more lanes per image raises it for its run
 # Options a resumed run may change: where and how fast it runs, never what it computes.
 RESUMABLE_CHANGES = ("device", "workers", "log_seconds", "checkpoint_minutes", "eval_minutes", "pause_minutes",
-                     "pause_at_step", "out", "command", "judge_images")
+                     "pause_at_step", "out", "command", "judge_images", "calibration_images")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,10 @@ class TrainOptions:
     eval_images: int = 500
     # Roads of the judge renderer (orinkit.lanes.judge_roads) scored at the end: read, never trained or tuned on.
     judge_images: int = 150
+    # Roads of the run's own data (a seed of their own) that choose the card's confidence threshold at the end
+    # (orinkit.lanes.calibrate); 0 (or eval_images 0): the card keeps 0.5. Runs on a dataset or your frames are not
+    # calibrated.
+    calibration_images: int = 200
     pause_minutes: float | None = None  # stop with a checkpoint after this much wall time in this process
     pause_at_step: int | None = None  # the same at a step (tests)
     init: Path | None = None
@@ -66,8 +70,9 @@ class TrainOptions:
         for name in ("steps", "batch"):
             if getattr(self, name) < 1:
                 raise LaneError(f"--{name} must be 1 or more", hint="e.g. --batch 8")
-        if self.workers < 0 or self.eval_images < 0 or self.eval_quick < 0 or self.judge_images < 0:
-            raise LaneError("--workers, --eval-images and --judge-images must be 0 or more", hint="e.g. --workers 1")
+        if min(self.workers, self.eval_images, self.eval_quick, self.judge_images, self.calibration_images) < 0:
+            raise LaneError("--workers, --eval-images, --judge-images and --calibration-images must be 0 or more",
+                            hint="e.g. --workers 1")
         from orinkit.lanes.augment import DATA_VERSIONS
 
         if self.data not in DATA_VERSIONS:

@@ -37,6 +37,8 @@ def test_the_demo_runs_end_to_end_scores_the_drawn_road_and_leaves_nothing(tmp_p
     assert result.returncode == 0, result.stderr + result.stdout
     assert "against the drawn road's" in result.stdout and "F1" in result.stdout
     assert "RANDOM weights" in result.stdout or "shipped weights" in result.stdout
+    # The shipped cards carry no calibrated threshold: served at LaneATT's 0.5, and the demo says whose it is.
+    assert "lanes kept above 0.50 (the weights card's threshold)" in result.stdout
     assert "latency over 2 requests" in result.stdout and re.search(r"^done in \d+ s$", result.stdout, re.M)
     written = re.search(r"^wrote (\S+\.png) ", result.stdout, re.M)
     assert written, result.stdout
@@ -60,6 +62,7 @@ def test_the_help_says_where_the_overlay_goes_and_how_many_requests_are_timed(tm
     (["--checkpoint", "missing.pt"], "--checkpoint missing.pt does not exist"),
     (["--random-weights", "--checkpoint", "bad.pt"], "exclude each other"),
     (["--runs", "0"], "--runs 0 is below 1"),
+    (["--conf-threshold", "1.5"], "--conf-threshold 1.5 is not in [0, 1]"),
     (["--out", "nowhere/lanes.png"], "the folder of --out nowhere/lanes.png does not exist"),
 ])
 def test_bad_arguments_are_one_line_and_exit_4(tmp_path, args, message):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from orinkit.lanes.anchors import make_anchors
+from orinkit.lanes.calibrate import THRESHOLDS
 from orinkit.lanes.errors import LaneError
 from orinkit.lanes.loss import laneatt_loss, match
 from orinkit.lanes.model import MissingWeightsError, build_lane_model
@@ -131,10 +132,14 @@ def test_train_runs_end_to_end_on_the_cpu(tmp_path):
 
     messages = []
     card = train(TrainOptions(device="cpu", steps=2, batch=2, workers=0, eval_images=2, judge_images=3,
-                              warmup_steps=1, log_seconds=0, out=tmp_path, name="tiny", command="test"),
+                              calibration_images=4, warmup_steps=1, log_seconds=0, out=tmp_path, name="tiny",
+                              command="test"),
                  progress=messages.append)
     info = json.loads(card.read_text())
     assert info["steps"] == 2 and info["images"] == 4 and info["held_out_images"] == 2
+    # The card's confidence threshold, chosen on roads of the run's own data before the end scores.
+    assert info["data"] == "wide-v1" and info["calibration"]["roads"] == 4 and info["conf_threshold"] in THRESHOLDS
+    assert any(m.startswith(f"conf_threshold {info['conf_threshold']:.2f}") for m in messages)
     # The judge renderer's figure sits beside held-out and stress in every card (read, never trained on).
     assert info["judge_images"] == 3 and 0.0 <= info["judge_f1"] <= 1.0
     assert any(m.startswith("judge:") for m in messages)
