@@ -289,8 +289,7 @@ def judge(cards: list[Path], count: int) -> dict:
             sizes = ", ".join(f"{size} {score.f1:.3f}" for size, score in result["by_size"].items())
             results[card.stem] = result["overall"].f1
             print(f"   {card.stem:24} at {kept.conf_threshold:.2f}: held-out {info.get('f1', float('nan')):.4f}  "
-                  f"stress "
-                  f"{info.get('stress_f1', float('nan')):.4f}  judge {result['overall'].describe()}  "
+                  f"stress {info.get('stress_f1', float('nan')):.4f}  judge {result['overall'].describe()}  "
                   f"({sizes}; {time.perf_counter() - started:.0f} s)")
     print("   goal: judge F1 >= 0.85 with held-out >= 0.95")
     return results

@@ -107,10 +107,8 @@ def calibrate_card(card: Path, *, roads: int = CALIBRATION_ROADS, eval_images: i
     """Calibrate the weights of ``card``, score them again at the threshold found and rewrite the card (atomic);
     returns the new card's information."""
     from orinkit.core.files import atomic_write_text
-    from orinkit.lanes.augment import STRESS_STYLE
     from orinkit.lanes.model import build_lane_model
-    from orinkit.lanes.train import evaluate, judge
-    from orinkit.lanes.train_options import STRESS_SEED
+    from orinkit.lanes.train import end_scores
 
     model = build_lane_model(checkpoint=card)
     info = dict(model.card)
@@ -125,17 +123,16 @@ def calibrate_card(card: Path, *, roads: int = CALIBRATION_ROADS, eval_images: i
     eval_images = (info.get("held_out_images") or 500) if eval_images is None else eval_images
     judge_images = (info.get("judge_images") or 150) if judge_images is None else judge_images
     before = {k: info.get(k) for k in ("conf_threshold", "f1", "precision", "recall", "stress_f1", "judge_f1")}
-    held = evaluate(model, eval_images, threshold=found.threshold)
+    scores = end_scores(model, eval_images, judge_images, found.threshold)
+    held, stress = scores["held_out"], scores["stress"]
     progress(f"held-out ({eval_images} roads): {held.describe()}")
-    stress = evaluate(model, eval_images, seed=STRESS_SEED, options=STRESS_STYLE, threshold=found.threshold)
     progress(f"stress ({eval_images} roads): {stress.describe()}")
     info.update(found.as_card(), f1=round(held.f1, 4), precision=round(held.precision, 4),
                 recall=round(held.recall, 4), stress_f1=round(stress.f1, 4), held_out_images=eval_images,
                 before_calibration=before)
-    if judge_images:
-        judged = judge(model, judge_images, threshold=found.threshold)
-        progress(f"judge ({judge_images} roads, read only): {judged.describe()}")
-        info.update(judge_f1=round(judged.f1, 4), judge_images=judge_images)
+    if "judge" in scores:
+        progress(f"judge ({judge_images} roads, read only): {scores['judge'].describe()}")
+        info.update(judge_f1=round(scores["judge"].f1, 4), judge_images=judge_images)
     atomic_write_text(card, json.dumps(info, indent=2) + "\n")
     progress(f"wrote {card}")
     return info

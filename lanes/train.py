@@ -135,6 +135,19 @@ def judge(model, count: int, *, device: str = "cpu", threshold: float = 0.5):
         model.train(was_training)
 
 
+def end_scores(model, eval_images: int, judge_images: int, threshold: float, *, device: str = "cpu") -> dict:
+    """The scores a card records, lanes kept above ``threshold``: ``held_out`` and ``stress`` on ``eval_images``
+    roads each, ``judge`` on ``judge_images`` roads of the judge renderer (left out at 0)."""
+    from orinkit.lanes.augment import STRESS_STYLE
+
+    scores = {"held_out": evaluate(model, eval_images, device=device, threshold=threshold),
+              "stress": evaluate(model, eval_images, device=device, seed=STRESS_SEED, options=STRESS_STYLE,
+                                 threshold=threshold)}
+    if judge_images:
+        scores["judge"] = judge(model, judge_images, device=device, threshold=threshold)
+    return scores
+
+
 def train(options: TrainOptions, progress=print, *, resume: bool = False):
     """Train, evaluate and save; returns the path of the weights card. Raises :class:`Paused` when the run stops
     with a checkpoint before its end."""
@@ -259,7 +272,6 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
     import torch
 
     from orinkit.lanes.architectures import ARCHITECTURES
-    from orinkit.lanes.augment import STRESS_STYLE
     from orinkit.lanes.calibrate import DEFAULT_THRESHOLD, calibrate
     from orinkit.lanes.weights import save_weights
 
@@ -273,13 +285,10 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         calibration, threshold = found.as_card(), found.threshold
         progress(f"conf_threshold {threshold:.2f}: the best F1 ({found.f1[threshold]:.4f}) on {found.roads} "
                  f"{options.data} roads of the calibration seed; every score below is at it")
-    if options.eval_images:
-        scores["held_out"] = evaluate(model, options.eval_images, device=options.device, threshold=threshold)
-        scores["stress"] = evaluate(model, options.eval_images, device=options.device, seed=STRESS_SEED,
-                                    options=STRESS_STYLE, threshold=threshold)
     if options.eval_images and options.judge_images:  # --eval-images 0 skips every end score
-        progress(f"scoring {options.judge_images} roads of the judge renderer (read only, never trained on)")
-        scores["judge"] = judge(model, options.judge_images, device=options.device, threshold=threshold)
+        progress(f"then {options.judge_images} roads of the judge renderer (read only, never trained on)")
+    if options.eval_images:
+        scores = end_scores(model, options.eval_images, options.judge_images, threshold, device=options.device)
     for name, score in scores.items():
         progress(f"{name.replace('_', '-')}: {score.describe()}")
     kind, arguments = ARCHITECTURES[options.arch]
