@@ -1,15 +1,18 @@
 """The lane model: its training cost per architecture, its accuracy, and serving it on the local tritonserver.
 
     python benchmarks/lane.py [--frames 60] [--repeat 200] [--weights shipped|random|CARD.json] [--images 500]
-                              [--architectures [--archs lite,r18]] [--equal-minutes M [--equal-data synth-v1,wide-v1]]
+                              [--architectures [--archs lite,r18]] [--equal-minutes M | --equal-steps N
+                                 [--equal-data synth-v1,wide-v1] [--equal-augment 1,0,2,2@6000] [--equal-init CARD]
+                                 [--equal-lr LR]]
                               [--plot F1.png]
                               [--judge 300] [--cards CARD ...]
 
 0. (--architectures) per candidate architecture (orinkit.lanes.architectures): parameters, GMAC per 360x640
    image, training images/s (forward + loss + backward + AdamW, batch 8, this machine's threads); with
-   --equal-minutes M, each candidate also trains M minutes of training time from scratch on each --equal-data
-   version, and its held-out F1 (200 roads) and judge-renderer F1 (60 roads) are printed beside: the equal-time
-   comparison that says what transfers;
+   --equal-minutes M (or --equal-steps N: equal images, robust to a loaded machine), each candidate also trains M
+   minutes of training time (from scratch, or from --equal-init) on each --equal-data version at each
+   --equal-augment strength, and its held-out F1 (200 roads) and judge-renderer F1 (--equal-judge, 60 roads) are printed
+   beside: the equal-time comparison that says what transfers;
    (--plot F1.png) held-out F1 against training images, from the weights card (and the run's checkpoint while a
    run goes on: --plot-run DIR);
 
@@ -166,11 +169,28 @@ def accuracy(onnx_path: Path, url: str, images: int, kept: PostprocessOptions) -
               f"ensemble images differing from in-process: {differing} (goal 0)")
 
 
+def augment_settings(text: str) -> list[tuple[str, float, int]]:
+    """``--equal-augment`` "1,0,2,2@6000" → (label, strength, ramp): a strength, or a strength reached at image N."""
+    settings = []
+    for part in text.split(","):
+        strength, _, ramp = part.strip().partition("@")
+        try:
+            settings.append((part.strip(), float(strength), int(ramp or 0)))
+        except ValueError:
+            raise SystemExit(f"error: --equal-augment {part!r} is not STRENGTH or STRENGTH@IMAGES "
+                             "(e.g. 2@6000)") from None
+    return settings
+
+
 def architectures(seconds: float, equal_minutes: float | None, eval_images: int = 200,
                   data_versions: tuple[str, ...] = ("wide-v1",), judge_images: int = 60,
-                  archs: tuple[str, ...] | None = None) -> None:
+                  archs: tuple[str, ...] | None = None, augment: str = "1", init: Path | None = None,
+                  lr: float | None = None, equal_steps: int | None = None) -> None:
     """Section 0: what each candidate costs to train here, and (optionally) what it learns in equal time, on each
-    data version: held-out F1 (its own renderer) and the judge renderer's F1 (the figure that decides)."""
+    data version and at each augmentation setting (``augment``, :func:`augment_settings`), from scratch or from
+    the card ``init``: held-out F1 (its own renderer) and the judge renderer's F1 (the figure that decides).
+    ``equal_steps`` instead of ``equal_minutes``: equal training images, which is equal CPU time between
+    candidates of the same cost per image (the cost column says) and, unlike a clock, holds on a loaded machine."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -186,10 +206,13 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
     pairs = [training_pair(index, 0) for index in range(8)]
     images = torch.from_numpy(np.stack([p[0] for p in pairs])).float() / 255
     targets = torch.from_numpy(np.stack([p[1] for p in pairs]))
+    settings = augment_settings(augment)
+    start = "from scratch" if init is None else f"from {init}"
+    budget = f"{equal_steps} steps (batch 8)" if equal_steps else f"{equal_minutes or 0:g} min"
     print(f"0. training cost per architecture (batch 8, {torch.get_num_threads()} threads; after "
-          f"{equal_minutes or 0:g} min of training from scratch per data version: F1 on {eval_images} held-out "
-          f"roads / on {judge_images} judge roads)")
-    print(f"   {'arch':14} {'params':>8} {'GMAC':>6} {'train img/s':>12} "
+          f"{budget} of training {start} per data version and augmentation strength: F1 on "
+          f"{eval_images} held-out roads / on {judge_images} judge roads)")
+    print(f"   {'arch':14} {'augment':>8} {'params':>8} {'GMAC':>6} {'train img/s':>12} "
           + " ".join(f"{version + ' held/judge':>22}" for version in data_versions))
     for arch in archs or ARCHITECTURES:
         torch.manual_seed(0)
@@ -211,15 +234,21 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
             step()
             count += 1
         rate = count * len(images) / (time.perf_counter() - started)
-        f1 = []
-        for version in data_versions if equal_minutes else ():
-            with tempfile.TemporaryDirectory() as out:
-                train(TrainOptions(arch=arch, minutes=equal_minutes, steps=10**9, eval_images=0, eval_minutes=0,
-                                   data=version, out=Path(out)), progress=lambda m: None)
-                trained = build_lane_model(checkpoint=next(Path(out).glob("*.json")))
-                f1.append(f"{evaluate(trained, eval_images).f1:.3f} / {judge_model(trained, judge_images).f1:.3f}")
-        print(f"   {arch:14} {sum(p.numel() for p in model.parameters()) / 1e6:7.2f}M "
-              f"{counter.get_total_flops() / 2e9:6.2f} {rate:12.2f} " + " ".join(f"{x:>22}" for x in f1), flush=True)
+        equal = bool(equal_minutes or equal_steps)
+        for label, strength, ramp in settings if equal else [("-", 1.0, 0)]:
+            f1 = []
+            for version in data_versions if equal else ():
+                with tempfile.TemporaryDirectory() as out:
+                    extra = {} if lr is None else {"lr": lr}
+                    train(TrainOptions(arch=arch, minutes=None if equal_steps else equal_minutes,
+                                       steps=equal_steps or 10**9, eval_images=0, eval_minutes=0,
+                                       data=version, augment_strength=strength, augment_ramp=ramp, init=init,
+                                       out=Path(out), **extra), progress=lambda m: None)
+                    trained = build_lane_model(checkpoint=next(Path(out).glob("*.json")))
+                    f1.append(f"{evaluate(trained, eval_images).f1:.3f} / {judge_model(trained, judge_images).f1:.3f}")
+            print(f"   {arch:14} {label:>8} {sum(p.numel() for p in model.parameters()) / 1e6:7.2f}M "
+                  f"{counter.get_total_flops() / 2e9:6.2f} {rate:12.2f} " + " ".join(f"{x:>22}" for x in f1),
+                  flush=True)
 
 
 def plot_history(card: Path | None, run: Path | None, out: Path) -> None:
@@ -320,6 +349,16 @@ def main() -> int:
     parser.add_argument("--equal-data", default="wide-v1",
                         help="with --equal-minutes: the data versions to train each candidate on, comma-separated "
                              "(e.g. synth-v1,wide-v1)")
+    parser.add_argument("--equal-steps", type=int, default=None,
+                        help="with --architectures: train each candidate this many steps (equal images) instead")
+    parser.add_argument("--equal-judge", type=int, default=60, help="with --equal-*: judge roads per candidate")
+    parser.add_argument("--equal-augment", default="1",
+                        help="with --equal-minutes: augmentation strengths to train each candidate at, "
+                             "comma-separated; S@N rises from 0 to S over the first N images (e.g. 1,0,2,2@6000)")
+    parser.add_argument("--equal-init", type=Path, default=None,
+                        help="with --equal-minutes: a weights card every candidate starts from (default: scratch)")
+    parser.add_argument("--equal-lr", type=float, default=None,
+                        help="with --equal-minutes: the learning rate (default lanes.train's)")
     parser.add_argument("--archs", default=None,
                         help="with --architectures: the candidates, comma-separated (default: every one)")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
@@ -331,7 +370,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.architectures:
         architectures(args.seconds, args.equal_minutes, data_versions=tuple(args.equal_data.split(",")),
-                      archs=tuple(args.archs.split(",")) if args.archs else None)
+                      archs=tuple(args.archs.split(",")) if args.archs else None, augment=args.equal_augment,
+                      init=args.equal_init, lr=args.equal_lr, equal_steps=args.equal_steps,
+                      judge_images=args.equal_judge)
     if args.judge:
         from orinkit.lanes.weights import shipped_cards
 

@@ -1,7 +1,8 @@
 """Video into a served model (edge-stream's pipeline), each goal measured side by side in one run on this machine's
 real tritonserver, with real RTSP cameras (gst-rtsp-server on 127.0.0.1, the wall clock stamped into every frame).
 
-    python benchmarks/stream.py [--sections abcde] [--live-seconds 60] [--plot latency.png]
+    python benchmarks/stream.py [--sections abcdefg] [--live-seconds 60] [--plot latency.png]
+                                [--weights shipped|CARD.json] [--judge-frames 150 [--save-judge drive.mp4]]
 
 (a) a file at full speed through the lane ensemble: FPS against the ensemble alone at the same concurrency
 (b) a live 30 fps camera into a model slower than 30 fps: capture→answer p95 against the model's own p95 plus one
@@ -15,6 +16,10 @@ real tritonserver, with real RTSP cameras (gst-rtsp-server on 127.0.0.1, the wal
     against the ensemble's own p95 + one frame + 20 ms, flat; the tracker's cost per frame at 50 objects (goal
     <= 1 ms; benchmarks/track.py's synthetic video) and the adapter's whole answer (records, ids) and drawing at
     50 boxes
+
+(g) the judge renderer's drive (orinkit.lanes.judge_roads.judge_video: roads drawn by code that never read the
+    training renderer, never trained on) through the edge-stream command itself, the lanes drawn into an MP4
+    (--save-judge PATH keeps it): lane F1 over its frames against their truth, at the weights card's threshold
 
 --plot PATH draws (b) as a PNG (needs matplotlib): each answer's latency against the time it came, for the
 pipeline (capture→answer and camera clock→answer) and for the naive loop beside it.
@@ -270,7 +275,7 @@ def reconnect(url: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="abcdef")
+    parser.add_argument("--sections", default="abcdefg")
     parser.add_argument("--live-seconds", type=float, default=60.0)
     parser.add_argument("--many-seconds", type=float, default=30.0)
     parser.add_argument("--weights", default="shipped",
@@ -278,11 +283,13 @@ def main() -> int:
     parser.add_argument("--road-frames", type=int, default=300)
     parser.add_argument("--plot", type=Path, default=None, help="draw (b)'s latencies over time as a PNG here")
     parser.add_argument("--detect-frames", type=int, default=150, help="(f) frames of the drawn clip")
+    parser.add_argument("--judge-frames", type=int, default=150, help="(g) frames of the judge renderer's drive")
+    parser.add_argument("--save-judge", type=Path, default=None, help="(g) keep the drive with its lanes drawn here")
     args = parser.parse_args()
     if args.plot and "b" not in args.sections:
         parser.error("--plot draws section b: add b to --sections")
     missing = camera_missing()
-    if missing and set(args.sections) & set("bcef"):
+    if missing and set(args.sections) & set("bcef"):  # (g) reads a file, no camera
         print(f"sections b, c, e and f need the RTSP test camera: {missing}")
         return 1
     with tempfile.TemporaryDirectory() as work:
@@ -292,6 +299,10 @@ def main() -> int:
             lane_sections(work, args.sections, args.weights, args.road_frames)
         if "f" in args.sections:
             detector_section(work, args.detect_frames, min(args.live_seconds, 30.0))
+        if "g" in args.sections:
+            judge_drive(work, args.weights, args.judge_frames, args.save_judge)
+        if not set(args.sections) & set("bce"):
+            return 0
         server = start_on_free_ports(repository, work / "server.log")
         try:
             url = server.command.grpc_url
@@ -321,6 +332,9 @@ def lane_model(weights: str):
     if weights == "shipped" and has_shipped_weights():
         model = build_lane_model()
         return model, f"shipped weights ({model.card['arch']})"
+    if weights.endswith(".json"):
+        model = build_lane_model(checkpoint=weights)
+        return model, f"weights card {weights} ({model.card['arch']})"
     path = Path(__file__).resolve().parent.parent / "runs" / "lite" / "checkpoint.pt" if weights == "shipped" \
         else Path(weights)
     with tempfile.TemporaryDirectory() as folder:
@@ -428,6 +442,53 @@ def lane_sections(work: Path, sections: str, weights: str, frames: int) -> None:
             print(f"  {score.describe()}")
     finally:
         server.stop()
+
+
+def judge_drive(work: Path, weights: str, frames: int, save: Path | None) -> None:
+    """(g) the judge renderer's drive through ``edge-stream`` (the installed command, as a user runs it): its JSON
+    lines scored against the drive's truth, the annotated MP4 kept where ``save`` says."""
+    import json
+    import shutil
+    import subprocess
+
+    from orinkit.lanes.calibrate import card_threshold
+    from orinkit.lanes.export import export_lane_onnx
+    from orinkit.lanes.judge_roads import judge_video
+    from orinkit.lanes.postprocess import PostprocessOptions
+    from orinkit.lanes.repository import build_lane_repository
+    from orinkit.lanes.video import lane_f1
+
+    model, described = lane_model(weights)
+    threshold = card_threshold(getattr(model, "card", None) or {})
+    onnx_path = export_lane_onnx(model, work / "judge-lane.onnx", dynamic_batch=True)
+    repository = work / "judge-models"
+    build_lane_repository(repository, onnx_path, runtime="python-onnxruntime",
+                          postprocess=PostprocessOptions(conf_threshold=threshold))
+    video = work / "judge-drive.mp4"
+    truth = judge_video(video, frames=frames)
+    command = shutil.which("edge-stream", path=str(Path(sys.executable).parent)) or shutil.which("edge-stream")
+    if command is None:
+        raise SystemExit("error: the edge-stream command is not installed beside this Python; pip install -e .")
+    results, overlay = work / "judge-results.jsonl", save or work / "judge-overlay.mp4"
+    server = start_on_free_ports(repository, work / "judge-server.log")
+    try:
+        started = time.perf_counter()
+        done = subprocess.run([command, str(video), "--model", "lane_detection", "--url", server.command.grpc_url,
+                               "--results", str(results), "--save", str(overlay), "--quiet"],
+                              capture_output=True, text=True, timeout=1800)
+        seconds = time.perf_counter() - started
+    finally:
+        server.stop()
+    if done.returncode != 0:
+        raise SystemExit(f"error: edge-stream exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    records = [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
+    score = lane_f1(records, truth)
+    width, height = truth.size
+    print(f"\n(g) the judge renderer's drive ({frames} frames, {width}x{height} H.264, roads no training run drew) "
+          f"through `edge-stream --save` ({described}, lanes kept above {threshold:.2f})")
+    print(f"  {len(records)} frames answered in {seconds:.0f} s; {score.describe()}")
+    if save is not None:
+        print(f"  the drive with its lanes drawn: {save}")
 
 
 def detector_section(work: Path, frames: int, seconds: float) -> None:

@@ -18,6 +18,8 @@ ARCHITECTURES: dict[str, tuple[str, dict]] = {
                                  "attention": "cells"}),
     "lite-w32": ("LaneATTLite", {"width": 32, "anchor_feat_channels": 32, "key_dim": 32, "value_dim": 64,
                                  "attention": "cells"}),
+    "lite-imnorm": ("LaneATTLite", {"width": 16, "anchor_feat_channels": 32, "key_dim": 32, "value_dim": 64,
+                                    "attention": "cells", "input_norm": "image"}),
     "lite-anchors": ("LaneATTLite", {"width": 16, "anchor_feat_channels": 32, "key_dim": 32, "value_dim": 64,
                                      "attention": "anchors"}),
 }

@@ -92,32 +92,48 @@ def _keep_inside(lanes: list[np.ndarray], height: int) -> list[np.ndarray]:
     return kept
 
 
-def augment(image: np.ndarray, lanes: list[np.ndarray], rng: np.random.Generator):
-    """``image`` [H, W, 3] uint8 and its lanes ([M, 2] pixel points) → changed copies, drawn from ``rng``."""
+def augment_strength(index: int, strength: float = 1.0, ramp: int = 0) -> float:
+    """The augmentation strength of training image ``index``: ``strength`` throughout, or (``ramp`` > 0) rising
+    linearly from 0 at the first image to ``strength`` at image ``ramp``: a schedule by image, not by clock, so the
+    data stays a pure function of (seed, index) and a resumed run draws what it would have drawn."""
+    if ramp <= 0:
+        return strength
+    return strength * min(1.0, index / ramp)
+
+
+def augment(image: np.ndarray, lanes: list[np.ndarray], rng: np.random.Generator, strength: float = 1.0):
+    """``image`` [H, W, 3] uint8 and its lanes ([M, 2] pixel points) → changed copies, drawn from ``rng``.
+
+    ``strength`` scales how often each change happens (1: the rates below; 0: none; 2: twice as often, at most
+    always). At 1 it draws exactly what it drew before strengths existed, so older runs resume unchanged."""
     lanes = [np.asarray(lane, dtype=np.float64) for lane in lanes]
     height = image.shape[0]
-    if rng.random() < 0.5:
+
+    def happens(rate: float) -> bool:
+        return rng.random() < rate * strength
+
+    if happens(0.5):
         image, lanes = _crop_zoom(image, lanes, rng)
         lanes = _keep_inside(lanes, height)
     out = image.astype(np.float32)
-    if rng.random() < 0.25:
+    if happens(0.25):
         out = out[:, :, rng.permutation(3)]
-    if rng.random() < 0.6:
+    if happens(0.6):
         out *= rng.uniform(0.75, 1.25, size=3).astype(np.float32)
-    if rng.random() < 0.1:
+    if happens(0.1):
         out[:] = out.mean(axis=2, keepdims=True)
-    if rng.random() < 0.3:
+    if happens(0.3):
         # Light from one side: a ramp of gain across the image.
         ramp = np.linspace(rng.uniform(0.6, 1.0), rng.uniform(1.0, 1.4), out.shape[1], dtype=np.float32)
         out *= ramp[None, :, None] if rng.random() < 0.5 else ramp[None, ::-1, None]
-    if rng.random() < 0.25:
+    if happens(0.25):
         for _ in range(int(rng.integers(1, 4))):
             h, w = int(rng.integers(10, height // 3)), int(rng.integers(10, out.shape[1] // 5))
             y, x = int(rng.integers(height // 3, height - h)), int(rng.integers(0, out.shape[1] - w))
             out[y:y + h, x:x + w] = rng.uniform(0, 255, size=3).astype(np.float32)
-    if rng.random() < 0.2:
+    if happens(0.2):
         out += rng.normal(0, rng.uniform(2, 10), size=out.shape).astype(np.float32)
     out = np.clip(out, 0, 255).astype(np.uint8)
-    if rng.random() < 0.15:
+    if happens(0.15):
         out = np.asarray(Image.fromarray(out).filter(ImageFilter.GaussianBlur(float(rng.uniform(0.8, 2.0)))))
     return out, lanes

@@ -34,6 +34,10 @@ from orinkit.lanes.anchored import AnchoredModel
 from orinkit.lanes.errors import LaneInputError
 
 ATTENTIONS = ("cells", "anchors")
+# How the image is normalised inside the model: "none" (the network sees 0..1 as the ensemble scales it) or
+# "image" (each image's channels to mean 0, standard deviation 1 first: an exposure, contrast or colour cast a
+# camera adds is gone before the first convolution). Inside the model, so the ensemble's pre-processing is one.
+INPUT_NORMS = ("none", "image")
 
 
 class _Block(nn.Module):
@@ -74,8 +78,8 @@ class LaneATTLite(AnchoredModel):
     kind = "lite"
 
     def __init__(self, anchors: np.ndarray | None = None, *, width: int = 16, anchor_feat_channels: int = 32,
-                 key_dim: int = 32, value_dim: int = 64, attention: str = "cells", img_w: int = 640,
-                 img_h: int = 360) -> None:
+                 key_dim: int = 32, value_dim: int = 64, attention: str = "cells", input_norm: str = "none",
+                 img_w: int = 640, img_h: int = 360) -> None:
         super().__init__()
         for name, value in (("width", width), ("anchor_feat_channels", anchor_feat_channels),
                             ("key_dim", key_dim), ("value_dim", value_dim)):
@@ -83,10 +87,13 @@ class LaneATTLite(AnchoredModel):
                 raise LaneInputError(f"{name} must be a positive whole number, got {value!r}")
         if attention not in ATTENTIONS:
             raise LaneInputError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
+        if input_norm not in INPUT_NORMS:
+            raise LaneInputError(f"input_norm must be one of {', '.join(INPUT_NORMS)}, got {input_norm!r}")
         self._set_anchors(anchors, img_w, img_h)
         self.config = {"width": width, "anchor_feat_channels": anchor_feat_channels, "key_dim": key_dim,
-                       "value_dim": value_dim, "attention": attention}
+                       "value_dim": value_dim, "attention": attention, "input_norm": input_norm}
         self.attention = attention
+        self.input_norm = input_norm
         self.feature_extractor, channels = resnet18_like(width)
         self.conv1 = nn.Conv2d(channels, anchor_feat_channels, kernel_size=1)
         pooled = anchor_feat_channels * self.fmap_h
@@ -104,8 +111,17 @@ class LaneATTLite(AnchoredModel):
             nn.init.zeros_(layer.bias)
         nn.init.normal_(self.position_key, std=0.02)
 
+    def normalise(self, x: torch.Tensor) -> torch.Tensor:
+        """What the backbone sees (``input_norm``)."""
+        if self.input_norm == "none":
+            return x
+        # Written as mean and mean of squares (ReduceMean, Sub, Mul, Sqrt in ONNX); the floor keeps a flat grey
+        # frame (a covered lens) finite instead of dividing by zero.
+        centred = x - x.mean(dim=(2, 3), keepdim=True)
+        return centred / torch.sqrt((centred * centred).mean(dim=(2, 3), keepdim=True) + 1e-4)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        fmap = self.conv1(self.feature_extractor(x))
+        fmap = self.conv1(self.feature_extractor(self.normalise(x)))
         features = self.pool_anchor_features(fmap)
         if self.attention == "cells":
             c = fmap.shape[1]

@@ -296,7 +296,8 @@ def _finish(model, options: TrainOptions, run: dict, frames, progress) -> Path:
         "model": kind, "arch": options.arch, "config": arguments, "anchors": int(model.anchors.shape[0]),
         "input": [3, IMG_H, IMG_W], "steps": run["step"], "images": run["seen"], "batch": options.batch,
         "minutes": round(minutes, 2), "sessions": run["sessions"], "lr": options.lr, "data_seed": options.seed,
-        "augment": options.augment, "held_out_seed": HELD_OUT_SEED, "stress_seed": STRESS_SEED,
+        "augment": options.augment, "augment_strength": options.augment_strength,
+        "augment_ramp": options.augment_ramp, "held_out_seed": HELD_OUT_SEED, "stress_seed": STRESS_SEED,
         "held_out_images": options.eval_images,
         "f1": round(scores["held_out"].f1, 4) if "held_out" in scores else None,
         "precision": round(scores["held_out"].precision, 4) if "held_out" in scores else None,
@@ -341,6 +342,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-steps", type=int, help=f"default {defaults.warmup_steps}")
     parser.add_argument("--seed", type=int, help="data seed: the roads drawn (default 0)")
     parser.add_argument("--no-augment", dest="augment", action="store_false", help="train on the roads as drawn")
+    parser.add_argument("--augment-strength", type=float, help="how often each augmentation happens: 1 the usual "
+                        "rates, 0 none, 2 twice as often (default 1)")
+    parser.add_argument("--augment-ramp", type=int, help="images over which the strength rises from 0 to "
+                        "--augment-strength (default 0: at full strength from the first image)")
     parser.add_argument("--data", help=f"the drawn roads' version: synth-v1 (the first renderer's), wide-v1 "
                         f"(domain randomised) or mix-v1 (the two alternating; default {defaults.data})")
     parser.add_argument("--no-bf16", dest="bf16", action="store_false", help="train in FP32 on CUDA")

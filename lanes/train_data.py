@@ -40,10 +40,11 @@ def _sample(seed: int, flip: bool, data: str = "wide-v1"):
 
 
 def training_pair(index: int, seed: int, *, augmented: bool = True, frames=None, share: float = 0.0,
-                  max_lanes: int = SYNTH_LANES, data: str = "wide-v1"):
+                  max_lanes: int = SYNTH_LANES, data: str = "wide-v1", strength: float = 1.0, ramp: int = 0):
     """Training image ``index`` of data seed ``seed``: the same pair whenever and wherever it is asked for.
-    ``frames`` is a :class:`~orinkit.lanes.datasets.LaneDataset` that ``share`` of the images come from."""
-    from orinkit.lanes.augment import augment, training_road
+    ``frames`` is a :class:`~orinkit.lanes.datasets.LaneDataset` that ``share`` of the images come from;
+    ``strength`` and ``ramp`` the augmentation's (:func:`~orinkit.lanes.augment.augment_strength`)."""
+    from orinkit.lanes.augment import augment, augment_strength, training_road
 
     rng = np.random.default_rng([seed, index])
     if frames is not None and rng.random() < share:
@@ -51,7 +52,7 @@ def training_pair(index: int, seed: int, *, augmented: bool = True, frames=None,
     else:
         bgr, lanes = training_road(data, seed * 10**8 + index, IMG_W, IMG_H)
     if augmented:
-        bgr, lanes = augment(np.ascontiguousarray(bgr), lanes, rng)
+        bgr, lanes = augment(np.ascontiguousarray(bgr), lanes, rng, augment_strength(index, strength, ramp))
     return _pair(bgr, lanes, bool(rng.random() < 0.5), max_lanes)
 
 
@@ -101,7 +102,8 @@ def _loader(options: TrainOptions, start: int, frames):
         def __getitem__(self, index):
             try:
                 image, targets = training_pair(index, options.seed, augmented=options.augment, frames=frames,
-                                               share=share, max_lanes=lanes, data=options.data)
+                                               share=share, max_lanes=lanes, data=options.data,
+                                               strength=options.augment_strength, ramp=options.augment_ramp)
             except DatasetError as exc:
                 problem = problem_of(exc)
             except Exception as exc:  # noqa: BLE001 - a renderer bug on one road must not end a run of hours

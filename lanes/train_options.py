@@ -33,6 +33,10 @@ class TrainOptions:
     warmup_steps: int = 300
     seed: int = 0
     augment: bool = True
+    # How often each augmentation happens (orinkit.lanes.augment.augment: 1 the usual rates, 0 none), reached at
+    # image augment_ramp when that is above 0 (a schedule by image: rising from 0).
+    augment_strength: float = 1.0
+    augment_ramp: int = 0
     data: str = "wide-v1"  # the drawn roads' version (orinkit.lanes.augment.DATA_VERSIONS); a resumed run keeps its own
     cls_weight: float = 10.0
     bf16: bool = True
@@ -73,6 +77,12 @@ class TrainOptions:
         if min(self.workers, self.eval_images, self.eval_quick, self.judge_images, self.calibration_images) < 0:
             raise LaneError("--workers, --eval-images, --judge-images and --calibration-images must be 0 or more",
                             hint="e.g. --workers 1")
+        if not 0.0 <= self.augment_strength <= 4.0 or self.augment_ramp < 0:
+            raise LaneError(f"--augment-strength {self.augment_strength:g} (0 to 4) or --augment-ramp "
+                            f"{self.augment_ramp} (0 or more images) is out of range", hint="e.g. --augment-strength 1")
+        if not self.augment and (self.augment_strength != 1.0 or self.augment_ramp):
+            raise LaneError("--no-augment with --augment-strength or --augment-ramp: there is nothing to scale",
+                            hint="drop --no-augment, or use --augment-strength 0")
         from orinkit.lanes.augment import DATA_VERSIONS
 
         if self.data not in DATA_VERSIONS:

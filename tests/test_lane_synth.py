@@ -506,3 +506,36 @@ def test_wide_roads_without_the_photographs_are_refused_with_the_way_out(monkeyp
         render_road(0, 160, 90, options=replace(WIDE_STYLE, photo=0))   # no photographs wanted, none needed
     finally:
         synth_photo.photo_folder.cache_clear()
+
+
+def test_augmentation_strength_scales_how_often_and_ramps_by_image():
+    """Strength 1 is the usual augmentation, 0 none, 2 more often; the ramp is by image index (a resumed run
+    draws what it would have drawn), and an option that cannot apply is refused."""
+    from orinkit.lanes.augment import augment, augment_strength
+    from orinkit.lanes.train_options import TrainOptions
+
+    road = render_road(3, 320, 180, options=WIDE_STYLE)
+    image = np.ascontiguousarray(road.image)
+    changed = {}
+    for strength in (0.0, 1.0, 2.0):
+        count = 0
+        for seed in range(40):
+            out, lanes = augment(image, road.lanes, np.random.default_rng(seed), strength)
+            count += not np.array_equal(out, image)
+            if strength == 0.0:
+                assert all(np.array_equal(a, b) for a, b in zip(lanes, road.lanes))
+        changed[strength] = count
+    assert changed[0.0] == 0 and 0 < changed[1.0] < changed[2.0] == 40, changed
+    again, _ = augment(image, road.lanes, np.random.default_rng(5), 1.0)
+    assert np.array_equal(again, augment(image, road.lanes, np.random.default_rng(5))[0])  # 1 is the default
+    assert augment_strength(0, 2.0, 1000) == 0.0 and augment_strength(500, 2.0, 1000) == 1.0
+    assert augment_strength(5000, 2.0, 1000) == 2.0 and augment_strength(7, 1.5) == 1.5
+    from orinkit.lanes.train_data import training_pair
+
+    # The schedule reaches the data by the image's index: image 0 of a ramp is the road as drawn (and mirrored).
+    ramped, bare = training_pair(0, 5, strength=2.0, ramp=1000), training_pair(0, 5, strength=0.0)
+    assert np.array_equal(ramped[0], bare[0]) and np.array_equal(ramped[1], bare[1])
+    with pytest.raises(LaneError, match="out of range"):
+        TrainOptions(augment_strength=-1)
+    with pytest.raises(LaneError, match="nothing to scale"):
+        TrainOptions(augment=False, augment_ramp=100)
