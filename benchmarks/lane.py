@@ -207,6 +207,7 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
     images = torch.from_numpy(np.stack([p[0] for p in pairs])).float() / 255
     targets = torch.from_numpy(np.stack([p[1] for p in pairs]))
     settings = augment_settings(augment)
+    extra = {} if lr is None else {"lr": lr}
     start = "from scratch" if init is None else f"from {init}"
     budget = f"{equal_steps} steps (batch 8)" if equal_steps else f"{equal_minutes or 0:g} min"
     print(f"0. training cost per architecture (batch 8, {torch.get_num_threads()} threads; after "
@@ -239,7 +240,6 @@ def architectures(seconds: float, equal_minutes: float | None, eval_images: int 
             f1 = []
             for version in data_versions if equal else ():
                 with tempfile.TemporaryDirectory() as out:
-                    extra = {} if lr is None else {"lr": lr}
                     train(TrainOptions(arch=arch, minutes=None if equal_steps else equal_minutes,
                                        steps=equal_steps or 10**9, eval_images=0, eval_minutes=0,
                                        data=version, augment_strength=strength, augment_ramp=ramp, init=init,
@@ -353,12 +353,12 @@ def main() -> int:
                         help="with --architectures: train each candidate this many steps (equal images) instead")
     parser.add_argument("--equal-judge", type=int, default=60, help="with --equal-*: judge roads per candidate")
     parser.add_argument("--equal-augment", default="1",
-                        help="with --equal-minutes: augmentation strengths to train each candidate at, "
+                        help="with --equal-*: augmentation strengths to train each candidate at, "
                              "comma-separated; S@N rises from 0 to S over the first N images (e.g. 1,0,2,2@6000)")
     parser.add_argument("--equal-init", type=Path, default=None,
-                        help="with --equal-minutes: a weights card every candidate starts from (default: scratch)")
+                        help="with --equal-*: a weights card every candidate starts from (default: scratch)")
     parser.add_argument("--equal-lr", type=float, default=None,
-                        help="with --equal-minutes: the learning rate (default lanes.train's)")
+                        help="with --equal-*: the learning rate (default lanes.train's)")
     parser.add_argument("--archs", default=None,
                         help="with --architectures: the candidates, comma-separated (default: every one)")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of held-out F1 against training images")
