@@ -6,12 +6,8 @@
 # device time); not yet run on a GPU. Smoke-tested on the CPU with ARCH=lite and stages of seconds:
 #   DEVICE=cpu ARCH=lite INIT=lanes/weights/laneatt_lite_v2.json M1=0.05 M2=0.05 M3=0.05 EV=4 JU=2 CAL=4 WORKERS=1 \
 #     BATCH=2 bash runs/r18_roads_device.sh
-# orinkit is imported from the tree through a namespace of links (the device machine has torch but not orinkit).
 set -u
-ns=/tmp/ns/orinkit; mkdir -p $ns
-for d in core formats server jetson convert repo client systemd lanes cli ui fleet video detect tune; do
-  [ -d "$PWD/$d" ] && ln -sfn "$PWD/$d" "$ns/$d"; done
-export PYTHONPATH=/tmp/ns:${PYTHONPATH:-} PYTHONUNBUFFERED=1
+. runs/device_tree.sh  # orinkit imported from the tree (the device machine has torch but not orinkit)
 PY=${PY:-python3}; OUTDIR=${OUT:-/tmp/r18roads-out}; WORK=${WORK:-/tmp/r18roads}; mkdir -p "$OUTDIR" "$WORK"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -2; nproc
 ARCH=${ARCH:-r18}; INIT=${INIT:-lanes/weights/laneatt_r18_synth.json}; DEV=${DEVICE:-cuda}
